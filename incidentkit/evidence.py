@@ -1,0 +1,172 @@
+"""One incident's evidence: the manifest's sources, loaded lazily into canonical frames."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+import pandas as pd
+
+from incidentkit.frames import empty, spec_of
+from incidentkit.manifest import Filters, Manifest, SourceSpec, Window, load_manifest
+from incidentkit.sources.base import Loaded, concat_rejects
+
+FRAME_SOURCES: Mapping[str, str] = {
+    "runs": "ledger",
+    "events": "events",
+    "calls": "events",
+    "responses": "events",
+    "state_writes": "events",
+    "journal": "journal",
+    "spans": "spans",
+    "diagnostics": "diagnostics",
+    "threads": "threads",
+}
+"""Which manifest section produces each canonical frame."""
+
+Loader = Callable[..., Loaded]
+
+
+def loader_for(section: str) -> Loader:
+    """The ``load(spec, filters, *, environ)`` function of a manifest section."""
+    module = importlib.import_module(f"incidentkit.sources.{section}")
+    load: Loader = module.load
+    return load
+
+
+class Evidence:
+    """The frames of one incident. Each source is read on first use, then kept.
+
+    Filters (window, app, sessions, invocations) come from the manifest and may be narrowed by
+    the caller; database sources apply them in SQL.
+    """
+
+    def __init__(
+        self,
+        manifest: Manifest,
+        *,
+        filters: Filters | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.manifest = manifest
+        self.filters = filters or manifest.filters
+        self._environ = environ
+        self._loaded: dict[str, Loaded] = {}
+
+    def __repr__(self) -> str:
+        where = self.manifest.path or "<manifest>"
+        return f"Evidence({str(where)!r}, sources={sorted(self.manifest.sources)})"
+
+    @property
+    def title(self) -> str:
+        return self.manifest.title or (
+            self.manifest.path.parent.name if self.manifest.path else "incident"
+        )
+
+    @property
+    def sources(self) -> Mapping[str, SourceSpec]:
+        return self.manifest.sources
+
+    def has(self, section: str) -> bool:
+        """Whether the manifest names the ``section`` source."""
+        return section in self.manifest.sources
+
+    def source(self, section: str) -> Loaded | None:
+        """Load (once) and return one section's result, or None if the manifest lacks it."""
+        if section not in self.manifest.sources:
+            return None
+        if section not in self._loaded:
+            load = loader_for(section)
+            self._loaded[section] = load(
+                self.manifest.sources[section], self.filters, environ=self._environ
+            )
+        return self._loaded[section]
+
+    def frame(self, name: str) -> pd.DataFrame:
+        """The canonical frame ``name`` (empty, with all columns, when its source is absent)."""
+        spec_of(name)
+        if name == "rejects":
+            return self.rejects
+        loaded = self.source(FRAME_SOURCES[name])
+        if loaded is None:
+            return empty(name)
+        return loaded.frames[name]
+
+    def load_all(self) -> Evidence:
+        """Read every source now (loading is otherwise lazy); returns self."""
+        for section in self.manifest.sources:
+            self.source(section)
+        return self
+
+    @property
+    def runs(self) -> pd.DataFrame:
+        return self.frame("runs")
+
+    @property
+    def events(self) -> pd.DataFrame:
+        return self.frame("events")
+
+    @property
+    def calls(self) -> pd.DataFrame:
+        return self.frame("calls")
+
+    @property
+    def responses(self) -> pd.DataFrame:
+        return self.frame("responses")
+
+    @property
+    def state_writes(self) -> pd.DataFrame:
+        return self.frame("state_writes")
+
+    @property
+    def journal(self) -> pd.DataFrame:
+        return self.frame("journal")
+
+    @property
+    def spans(self) -> pd.DataFrame:
+        return self.frame("spans")
+
+    @property
+    def diagnostics(self) -> pd.DataFrame:
+        return self.frame("diagnostics")
+
+    @property
+    def threads(self) -> pd.DataFrame:
+        return self.frame("threads")
+
+    @property
+    def rejects(self) -> pd.DataFrame:
+        """Rows every source could not read (loads all sources)."""
+        self.load_all()
+        return concat_rejects(loaded.rejects for loaded in self._loaded.values())
+
+
+def open_evidence(
+    path: str | os.PathLike[str],
+    *,
+    window: tuple[Any, Any] | Window | None = None,
+    app_name: str | None = None,
+    session_ids: tuple[str, ...] | list[str] | None = None,
+    invocation_ids: tuple[str, ...] | list[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Evidence:
+    """Open the evidence described by a manifest (or a folder holding ``evidence.toml``).
+
+    Keyword filters replace the manifest's own; frames load lazily on first access.
+    """
+    manifest = load_manifest(path)
+    filters = manifest.filters
+    if window is not None:
+        filters = replace(
+            filters, window=window if isinstance(window, Window) else Window.parse(*window)
+        )
+    if app_name is not None:
+        filters = replace(filters, app_name=app_name)
+    if session_ids is not None:
+        filters = replace(filters, session_ids=tuple(session_ids))
+    if invocation_ids is not None:
+        filters = replace(filters, invocation_ids=tuple(invocation_ids))
+    return Evidence(manifest, filters=filters, environ=environ)

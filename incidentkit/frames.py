@@ -1,0 +1,401 @@
+"""Canonical frames: the contract between loaders and triage.
+
+Every loader returns frames with exactly these columns, in this order and with these dtypes,
+whatever the source format. Timestamps are ``datetime64[ns, UTC]``; text is pandas' ``str``
+dtype (missing = NaN); flags are plain ``bool`` (absent = False); structured payloads (JSON
+objects, lists) are Python objects in ``object`` columns. Every column is present even when a
+frame is empty. ``docs/frames.md`` describes each column for users.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pandas as pd
+
+from incidentkit.errors import ParameterError, SchemaError
+
+TS = "datetime64[ns, UTC]"
+STR = "str"
+OBJ = "object"
+BOOL = "bool"
+INT = "int64"
+NINT = "Int64"  # nullable integer
+FLOAT = "float64"
+
+
+class RunStatus(enum.StrEnum):
+    """Status of a ledger row (``agent_run.status``)."""
+
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    DONE = "DONE"
+    FAILED = "FAILED"
+    PARKED = "PARKED"
+    UNKNOWN = "UNKNOWN"
+
+
+class SpanKind(enum.StrEnum):
+    """What an ADK span measures, whatever the ADK version called it."""
+
+    INVOCATION = "invocation"
+    INVOKE_AGENT = "invoke_agent"
+    CALL_LLM = "call_llm"
+    EXECUTE_TOOL = "execute_tool"
+    OTHER = "other"
+
+
+class StateScope(enum.StrEnum):
+    """Scope of a state key, from its prefix (``app:``, ``user:``, ``temp:``, none)."""
+
+    APP = "app"
+    USER = "user"
+    TEMP = "temp"
+    SESSION = "session"
+
+
+class JournalStatus(enum.StrEnum):
+    """Status of a side-effect journal entry."""
+
+    INTENT = "INTENT"
+    DONE = "DONE"
+    UNKNOWN = "UNKNOWN"
+
+
+@dataclass(frozen=True)
+class FrameSpec:
+    """The contract of one canonical frame: ordered column names and dtypes."""
+
+    name: str
+    columns: tuple[tuple[str, str], ...]
+    doc: str
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self.columns]
+
+    @property
+    def dtypes(self) -> dict[str, str]:
+        return dict(self.columns)
+
+
+def _spec(frame: str, doc: str, /, **columns: str) -> FrameSpec:
+    return FrameSpec(frame, tuple(columns.items()), doc)
+
+
+RUNS = _spec(
+    "runs",
+    "One row per ledger run (agent_run).",
+    run_id=STR,
+    app_name=STR,
+    user_id=STR,
+    session_id=STR,
+    invocation_id=STR,
+    request=OBJ,
+    status=STR,
+    owner=STR,
+    lease_until=TS,
+    attempts=INT,
+    started_at=TS,
+    updated_at=TS,
+)
+EVENTS = _spec(
+    "events",
+    "One row per stored ADK event; seq is the event's order within its session (0-based).",
+    event_id=STR,
+    app_name=STR,
+    user_id=STR,
+    session_id=STR,
+    invocation_id=STR,
+    seq=INT,
+    ts=TS,
+    author=STR,
+    branch=STR,
+    partial=BOOL,
+    turn_complete=BOOL,
+    interrupted=BOOL,
+    error_code=STR,
+    error_message=STR,
+    transfer_to_agent=STR,
+    escalate=BOOL,
+    long_running_tool_ids=OBJ,
+    final_response=BOOL,
+    text=STR,
+    source_format=STR,
+)
+CALLS = _spec(
+    "calls",
+    "One row per functionCall part; args_key is canonical JSON of args.",
+    event_id=STR,
+    session_id=STR,
+    invocation_id=STR,
+    seq=INT,
+    ts=TS,
+    author=STR,
+    call_id=STR,
+    name=STR,
+    args=OBJ,
+    args_key=STR,
+    long_running=BOOL,
+)
+RESPONSES = _spec(
+    "responses",
+    "One row per functionResponse part.",
+    event_id=STR,
+    session_id=STR,
+    invocation_id=STR,
+    seq=INT,
+    ts=TS,
+    author=STR,
+    call_id=STR,
+    name=STR,
+    response=OBJ,
+)
+STATE_WRITES = _spec(
+    "state_writes",
+    "One row per key of an event's stateDelta; removed marks a deletion.",
+    event_id=STR,
+    session_id=STR,
+    invocation_id=STR,
+    seq=INT,
+    ts=TS,
+    author=STR,
+    key=STR,
+    scope=STR,
+    value=OBJ,
+    removed=BOOL,
+    partial=BOOL,
+)
+JOURNAL = _spec(
+    "journal",
+    "One row per side-effect journal entry, keyed by business identity.",
+    key=STR,
+    invocation_id=STR,
+    function_call_id=STR,
+    status=STR,
+    result=OBJ,
+    created_at=TS,
+    updated_at=TS,
+)
+SPANS = _spec(
+    "spans",
+    "One row per exported span; ids are lowercase hex (trace 32 wide, span 16 wide).",
+    trace_id=STR,
+    span_id=STR,
+    parent_span_id=STR,
+    name=STR,
+    kind=STR,
+    start=TS,
+    end=TS,
+    duration_ms=FLOAT,
+    status=STR,
+    status_message=STR,
+    invocation_id=STR,
+    session_id=STR,
+    agent_name=STR,
+    tool_name=STR,
+    tool_call_id=STR,
+    attributes=OBJ,
+)
+DIAGNOSTICS = _spec(
+    "diagnostics",
+    "One row per diagnostics-plugin log line.",
+    ts=TS,
+    level=STR,
+    kind=STR,
+    invocation_id=STR,
+    app_name=STR,
+    user_id=STR,
+    session_id=STR,
+    agent=STR,
+    tool=STR,
+    call_id=STR,
+    outcome=STR,
+    ms=NINT,
+    llm_calls=NINT,
+    message=STR,
+    line=STR,
+    location=STR,
+)
+THREADS = _spec(
+    "threads",
+    "One row per thread of a JVM thread dump; frames lists the stack, top first.",
+    dump=STR,
+    taken_at=TS,
+    thread=STR,
+    state=STR,
+    top_frame=STR,
+    frames=OBJ,
+)
+REJECTS = _spec(
+    "rejects",
+    "One row per input row the kit could not read, with where it was and why.",
+    source=STR,
+    location=STR,
+    reason=STR,
+    raw=STR,
+)
+
+FRAMES: Mapping[str, FrameSpec] = {
+    spec.name: spec
+    for spec in (
+        RUNS,
+        EVENTS,
+        CALLS,
+        RESPONSES,
+        STATE_WRITES,
+        JOURNAL,
+        SPANS,
+        DIAGNOSTICS,
+        THREADS,
+        REJECTS,
+    )
+}
+
+RAW_LIMIT = 500
+"""How many characters of a rejected row are kept in ``rejects.raw``."""
+
+
+def spec_of(name: str) -> FrameSpec:
+    """The contract of the frame called ``name``."""
+    try:
+        return FRAMES[name]
+    except KeyError:
+        raise ParameterError(
+            "unknown frame", value=name, fix=f"use one of {', '.join(FRAMES)}"
+        ) from None
+
+
+def empty(name: str) -> pd.DataFrame:
+    """An empty frame with every column of ``name`` and its dtype."""
+    spec = spec_of(name)
+    return pd.DataFrame({col: pd.Series([], dtype=dtype) for col, dtype in spec.columns})
+
+
+def require_columns(frame: pd.DataFrame, columns: Iterable[str], *, what: str) -> None:
+    """Raise SchemaError naming every column of ``columns`` that ``frame`` lacks."""
+    missing = [col for col in columns if col not in frame.columns]
+    if missing:
+        raise SchemaError(
+            f"{what} lacks required columns",
+            value=missing,
+            fix=f"it has {sorted(map(str, frame.columns))}; map the names in the manifest's "
+            "`columns` table or fix the loader",
+        )
+
+
+def to_utc(
+    values: Any, *, what: str, naive: Literal["error", "utc"] = "error", unit: str | None = None
+) -> pd.Series:
+    """Parse ``values`` to ``datetime64[ns, UTC]``.
+
+    Strings are read as ISO 8601; numbers need ``unit`` ("s", "ms", "us", "ns"). Naive values
+    are an error unless ``naive="utc"`` says the source stores UTC without an offset.
+    """
+    series = values if isinstance(values, pd.Series) else pd.Series(values)
+    if isinstance(series.dtype, pd.DatetimeTZDtype):
+        return series.dt.tz_convert("UTC").dt.as_unit("ns")
+    if unit is not None:
+        out = pd.to_datetime(series, unit=unit, utc=True)
+        return out.dt.as_unit("ns")
+    if pd.api.types.is_datetime64_dtype(series.dtype):
+        if naive == "error":
+            raise ParameterError(
+                f"{what} holds naive datetimes",
+                value=str(series.dropna().iloc[0]) if series.notna().any() else None,
+                fix="give timestamps with a UTC offset, or declare the source's naive times as UTC",
+            )
+        return series.dt.tz_localize("UTC").dt.as_unit("ns")
+    if series.empty:
+        return pd.Series([], dtype=TS, index=series.index)
+    text = series.astype("str")
+    if naive == "error":
+        has_offset = text.str.contains(r"(?:Z|[+-]\d\d(?::?\d\d)?)$", regex=True, na=True)
+        if not has_offset.all():
+            bad = text[~has_offset].iloc[0]
+            raise ParameterError(
+                f"{what} holds a timestamp without a UTC offset",
+                value=bad,
+                fix="write it in UTC with an offset, e.g. 2026-11-29T03:10:00Z",
+            )
+    try:
+        return pd.to_datetime(text, format="ISO8601", utc=True).dt.as_unit("ns")
+    except (ValueError, TypeError) as err:
+        raise ParameterError(
+            f"{what} holds a value that is not an ISO 8601 timestamp",
+            value=str(err),
+            fix="write timestamps like 2026-11-29T03:10:00Z",
+        ) from err
+
+
+def utc_timestamp(value: Any, *, what: str) -> pd.Timestamp:
+    """One timezone-aware UTC timestamp from a parameter; naive values are refused."""
+    if isinstance(value, pd.Timestamp | str) or hasattr(value, "tzinfo"):
+        try:
+            stamp = pd.Timestamp(value)
+        except (ValueError, TypeError) as err:
+            raise ParameterError(
+                f"{what} is not a timestamp",
+                value=value,
+                fix="write it like 2026-11-29T03:10:00Z",
+            ) from err
+        if stamp.tzinfo is None:
+            raise ParameterError(
+                f"{what} is a naive datetime",
+                value=str(value),
+                fix="give it in UTC with an offset, e.g. 2026-11-29T03:10:00Z",
+            )
+        return stamp.tz_convert("UTC").as_unit("ns")
+    raise ParameterError(
+        f"{what} is not a timestamp", value=value, fix="write it like 2026-11-29T03:10:00Z"
+    )
+
+
+def conform(name: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """Return ``frame`` with exactly the columns of ``name``, in order, cast to their dtypes.
+
+    A missing column is a loader bug and raises SchemaError; timestamp columns must already be
+    timezone-aware (use :func:`to_utc` on the way in).
+    """
+    spec = spec_of(name)
+    require_columns(frame, spec.names, what=f"the {name} frame")
+    out = {}
+    for col, dtype in spec.columns:
+        series = frame[col]
+        if dtype == TS:
+            if not isinstance(series.dtype, pd.DatetimeTZDtype):
+                if series.isna().all():
+                    series = pd.Series(pd.NaT, index=series.index, dtype=TS)
+                else:
+                    raise SchemaError(
+                        f"column {name}.{col} is not timezone-aware",
+                        value=str(series.dtype),
+                        fix="convert it with incidentkit.frames.to_utc before conforming",
+                    )
+            out[col] = series.dt.tz_convert("UTC").dt.as_unit("ns")
+        elif dtype == BOOL:
+            out[col] = series.astype(object).where(series.notna(), False).astype(bool)
+        elif dtype == STR:
+            out[col] = series.astype(object).where(series.notna(), None).astype(STR)
+        else:
+            out[col] = series.astype(dtype)
+    return pd.DataFrame(out, index=pd.RangeIndex(len(frame)))
+
+
+def rejects_frame(rows: Iterable[Mapping[str, object]]) -> pd.DataFrame:
+    """Build a conformed rejects frame from dicts with source, location, reason and raw."""
+    records = [
+        {
+            "source": row["source"],
+            "location": row["location"],
+            "reason": row["reason"],
+            "raw": None if row.get("raw") is None else str(row["raw"])[:RAW_LIMIT],
+        }
+        for row in rows
+    ]
+    if not records:
+        return empty("rejects")
+    return conform("rejects", pd.DataFrame.from_records(records))

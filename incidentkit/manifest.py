@@ -1,0 +1,314 @@
+"""The evidence manifest (``evidence.toml``): where one incident's evidence lives.
+
+A manifest names credentials only indirectly (``url = "env:INCIDENT_DB_URL"``); a URL holding a
+literal password is refused. Relative paths resolve against the manifest's folder. The format is
+documented in ``docs/manifest.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from incidentkit.errors import ManifestError, ParameterError
+from incidentkit.frames import utc_timestamp
+
+MANIFEST_NAME = "evidence.toml"
+SECTIONS = ("ledger", "events", "journal", "spans", "diagnostics", "threads")
+FORMATS: Mapping[str, tuple[str, ...]] = {
+    "ledger": ("sql", "csv", "jsonl"),
+    "events": ("sql", "adk-java-json", "adk-python-db", "adk-session-json"),
+    "journal": ("sql", "csv", "jsonl"),
+    "spans": ("otlp-json", "jaeger-json"),
+    "diagnostics": ("text", "json"),
+    "threads": ("jcmd",),
+}
+_SECTION_KEYS = {"url", "path", "paths", "format", "table", "columns", "naive_timestamps"}
+_TOP_KEYS = {"title", "window", "app_name", "sessions", "invocations", *SECTIONS}
+DATABASE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+
+
+@dataclass(frozen=True)
+class Window:
+    """A closed-open UTC time window ``[start, end)``."""
+
+    start: pd.Timestamp
+    end: pd.Timestamp
+
+    def __post_init__(self) -> None:
+        if self.end <= self.start:
+            raise ParameterError(
+                "window ends before it starts",
+                value=f"{self.start.isoformat()} .. {self.end.isoformat()}",
+                fix="give end later than start",
+            )
+
+    @classmethod
+    def parse(cls, start: Any, end: Any) -> Window:
+        return cls(utc_timestamp(start, what="window.start"), utc_timestamp(end, what="window.end"))
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Row filters pushed into every source read: time window, app, sessions, invocations."""
+
+    window: Window | None = None
+    app_name: str | None = None
+    session_ids: tuple[str, ...] = ()
+    invocation_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """One manifest section: a database (``url`` + ``table``) or files (``path``/``paths``)."""
+
+    section: str
+    url_ref: str | None = None
+    paths: tuple[Path, ...] = ()
+    format: str | None = None
+    table: str | None = None
+    columns: Mapping[str, str] = field(default_factory=dict)
+    naive_timestamps: str = "error"
+
+    @property
+    def is_database(self) -> bool:
+        return self.url_ref is not None
+
+    def url(self, environ: Mapping[str, str] | None = None) -> str:
+        """The database URL, with ``env:NAME`` resolved from ``environ`` (default os.environ)."""
+        if self.url_ref is None:
+            raise ManifestError(
+                f"[{self.section}] has no url", value=None, fix='give url = "env:NAME"'
+            )
+        return resolve_url(self.url_ref, section=self.section, environ=environ)
+
+    def location(self) -> str:
+        """Where the source is, safe to print (never a resolved URL)."""
+        if self.url_ref is not None:
+            return f"{_redact(self.url_ref)}" + (f" table {self.table}" if self.table else "")
+        return ", ".join(str(p) for p in self.paths)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A parsed ``evidence.toml``."""
+
+    path: Path | None
+    title: str | None
+    filters: Filters
+    sources: Mapping[str, SourceSpec]
+
+
+def resolve_url(ref: str, *, section: str, environ: Mapping[str, str] | None = None) -> str:
+    """Turn ``env:NAME`` into the URL held by that variable; other URLs pass unchanged."""
+    env = os.environ if environ is None else environ
+    if not ref.startswith("env:"):
+        return ref
+    name = ref[4:]
+    if name not in env or not env[name].strip():
+        raise ManifestError(
+            f"[{section}] url names an environment variable that is not set",
+            value=ref,
+            fix=f"export {name}=<database URL> before loading this evidence",
+        )
+    return env[name]
+
+
+def _redact(ref: str) -> str:
+    if ref.startswith("env:"):
+        return ref
+    try:
+        return make_url(ref).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<unparsable url>"
+
+
+def find_manifest(path: str | os.PathLike[str]) -> Path:
+    """The manifest file for ``path``: the file itself, or ``evidence.toml`` in a folder."""
+    candidate = Path(path)
+    if candidate.is_dir():
+        candidate = candidate / MANIFEST_NAME
+    if not candidate.is_file():
+        raise ManifestError(
+            "no evidence manifest found",
+            value=str(path),
+            fix=f"point at an {MANIFEST_NAME} or a folder holding one "
+            "(incidentkit simulate healthy --out DIR writes an example)",
+        )
+    return candidate
+
+
+def load_manifest(path: str | os.PathLike[str]) -> Manifest:
+    """Read and check a manifest file (or a folder holding ``evidence.toml``)."""
+    file = find_manifest(path)
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ManifestError(
+            f"{file} is not valid TOML", value=str(err), fix="fix the syntax at that line"
+        ) from err
+    return parse_manifest(data, base=file.parent, path=file)
+
+
+def parse_manifest(data: Mapping[str, Any], *, base: Path, path: Path | None = None) -> Manifest:
+    """Check a manifest already read into a mapping; relative paths resolve against ``base``."""
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise ManifestError(
+            "manifest has unknown keys", value=unknown, fix=f"allowed keys: {sorted(_TOP_KEYS)}"
+        )
+    sources = {name: _parse_section(name, data[name], base) for name in SECTIONS if name in data}
+    if not sources:
+        raise ManifestError(
+            "manifest names no evidence source",
+            value=str(path or base),
+            fix=f"add at least one of the sections {', '.join(SECTIONS)}",
+        )
+    return Manifest(
+        path=path,
+        title=_optional_str(data, "title"),
+        filters=Filters(
+            window=_parse_window(data.get("window")),
+            app_name=_optional_str(data, "app_name"),
+            session_ids=_str_tuple(data, "sessions"),
+            invocation_ids=_str_tuple(data, "invocations"),
+        ),
+        sources=sources,
+    )
+
+
+def _parse_window(raw: Any) -> Window | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or set(raw) != {"start", "end"}:
+        raise ManifestError(
+            "window must be a table with start and end",
+            value=raw,
+            fix='write window = { start = "2026-11-29T02:30:00Z", end = "2026-11-29T04:00:00Z" }',
+        )
+    try:
+        return Window.parse(_toml_time(raw["start"]), _toml_time(raw["end"]))
+    except ParameterError as err:
+        raise ManifestError(err.problem, value=err.value, fix=err.fix) from err
+
+
+def _toml_time(value: Any) -> Any:
+    # TOML offset date-times arrive as aware datetimes; local ones as naive (refused later).
+    return pd.Timestamp(value) if hasattr(value, "tzinfo") else value
+
+
+def _parse_section(name: str, raw: Any, base: Path) -> SourceSpec:
+    if not isinstance(raw, Mapping):
+        raise ManifestError(f"[{name}] must be a table", value=raw, fix=f"write [{name}] ...")
+    unknown = sorted(set(raw) - _SECTION_KEYS)
+    if unknown:
+        raise ManifestError(
+            f"[{name}] has unknown keys", value=unknown, fix=f"allowed: {sorted(_SECTION_KEYS)}"
+        )
+    given = [key for key in ("url", "path", "paths") if key in raw]
+    if len(given) != 1:
+        raise ManifestError(
+            f"[{name}] must give exactly one of url, path or paths",
+            value=given,
+            fix="use url for a database, path (or paths) for files",
+        )
+    fmt = raw.get("format")
+    if fmt is not None and fmt not in FORMATS[name]:
+        raise ManifestError(
+            f"[{name}] format is not one the kit reads",
+            value=fmt,
+            fix=f"use one of {', '.join(FORMATS[name])}, or leave it out to detect it",
+        )
+    columns = raw.get("columns", {})
+    if not isinstance(columns, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in columns.items()
+    ):
+        raise ManifestError(
+            f"[{name}] columns must map canonical names to your column names",
+            value=columns,
+            fix='write columns = { status = "state" }',
+        )
+    naive = raw.get("naive_timestamps", "error")
+    if naive not in ("error", "utc"):
+        raise ManifestError(
+            f'[{name}] naive_timestamps must be "error" or "utc"',
+            value=naive,
+            fix='say naive_timestamps = "utc" when the source stores UTC without an offset',
+        )
+    url_ref: str | None = None
+    paths: tuple[Path, ...] = ()
+    if "url" in raw:
+        url_ref = _check_url(name, raw["url"])
+    else:
+        listed = raw["paths"] if "paths" in raw else [raw["path"]]
+        if (
+            not isinstance(listed, list)
+            or not listed
+            or not all(isinstance(p, str) for p in listed)
+        ):
+            raise ManifestError(
+                f"[{name}] path(s) must be text", value=listed, fix='write path = "events.jsonl"'
+            )
+        paths = tuple((base / p).resolve() for p in listed)
+        if len(paths) == 1 and paths[0].suffix in DATABASE_SUFFIXES:
+            url_ref = f"sqlite:///{paths[0]}"
+    return SourceSpec(
+        section=name,
+        url_ref=url_ref,
+        paths=paths,
+        format=fmt,
+        table=raw.get("table"),
+        columns=dict(columns),
+        naive_timestamps=naive,
+    )
+
+
+def _check_url(section: str, url: Any) -> str:
+    if not isinstance(url, str) or not url:
+        raise ManifestError(f"[{section}] url must be text", value=url, fix='url = "env:NAME"')
+    if url.startswith("env:"):
+        if not url[4:].isidentifier():
+            raise ManifestError(
+                f"[{section}] url names an invalid environment variable",
+                value=url,
+                fix='write url = "env:INCIDENT_DB_URL"',
+            )
+        return url
+    try:
+        parsed = make_url(url)
+    except ArgumentError as err:
+        raise ManifestError(
+            f"[{section}] url is not a database URL",
+            value=_redact(url),
+            fix='write a SQLAlchemy URL in an environment variable and say url = "env:NAME"',
+        ) from err
+    if parsed.password:
+        raise ManifestError(
+            f"[{section}] url holds a literal password",
+            value=parsed.render_as_string(hide_password=True),
+            fix='put the URL in an environment variable and write url = "env:NAME"; '
+            "a password must never be in a manifest, a notebook or git",
+        )
+    return url
+
+
+def _optional_str(data: Mapping[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ManifestError(f"{key} must be text", value=value, fix=f'write {key} = "..."')
+    return value
+
+
+def _str_tuple(data: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ManifestError(f"{key} must be a list of text", value=value, fix=f'{key} = ["..."]')
+    return tuple(value)

@@ -1,0 +1,209 @@
+"""Pieces every loader shares: the Loaded result, the reject sink, JSON lines, time parsing."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from incidentkit.errors import SourceError
+from incidentkit.frames import TS, rejects_frame
+
+Naive = Literal["error", "utc"]
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What one source produced: canonical frames by name, and the rows it rejected."""
+
+    frames: Mapping[str, pd.DataFrame]
+    rejects: pd.DataFrame
+
+
+@dataclass
+class RejectSink:
+    """Collects rejected rows of one source; ``frame()`` turns them into the rejects frame."""
+
+    source: str
+    rows: list[dict[str, object]] = field(default_factory=list)
+
+    def add(self, location: str, reason: str, raw: object = None) -> None:
+        self.rows.append(
+            {"source": self.source, "location": location, "reason": reason, "raw": raw}
+        )
+
+    def add_many(self, locations: pd.Series, reasons: pd.Series, raws: pd.Series) -> None:
+        """Reject the rows where ``reasons`` is not null (all three series share an index)."""
+        mask = reasons.notna()
+        if not mask.any():
+            return
+        for loc, reason, raw in zip(locations[mask], reasons[mask], raws[mask], strict=True):
+            self.add(str(loc), str(reason), raw)
+
+    def frame(self) -> pd.DataFrame:
+        return rejects_frame(self.rows)
+
+
+def canonical_json(value: Any) -> str:
+    """Canonical JSON text of ``value``: sorted keys, no spaces (equal args give equal text)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def iter_lines(path: Path, *, what: str) -> Iterator[tuple[int, str, bool]]:
+    """Yield ``(line number, text, ends_with_newline)`` of a UTF-8 text file, skipping blanks."""
+    try:
+        handle = path.open("r", encoding="utf-8", errors="strict", newline="")
+    except FileNotFoundError as err:
+        raise SourceError(
+            f"{what}: file not found", value=str(path), fix="check the path in the manifest"
+        ) from err
+    with handle:
+        lineno = 0
+        try:
+            for lineno, line in enumerate(handle, start=1):
+                stripped = line.rstrip("\r\n")
+                if stripped.strip():
+                    yield lineno, stripped, line.endswith("\n")
+        except UnicodeDecodeError as err:
+            raise SourceError(
+                f"{what}: file is not UTF-8 text near line {lineno + 1}",
+                value=str(path),
+                fix="export the evidence as UTF-8 text",
+            ) from err
+
+
+def read_json_lines(
+    path: Path, sink: RejectSink, *, what: str
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Parse a JSON-lines file into objects and their ``file:line`` locations.
+
+    A line that is not a JSON object becomes a reject; a last line cut off mid-record is
+    rejected as a truncated file.
+    """
+    records: list[dict[str, Any]] = []
+    locations: list[str] = []
+    for lineno, text, complete in iter_lines(path, what=what):
+        location = f"{path.name}:{lineno}"
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as err:
+            reason = (
+                "truncated line: the file ends in the middle of a record"
+                if not complete
+                else f"malformed JSON ({err.msg} at column {err.colno})"
+            )
+            sink.add(location, reason, text)
+            continue
+        if not isinstance(value, dict):
+            sink.add(location, f"expected a JSON object, got {type(value).__name__}", text)
+            continue
+        records.append(value)
+        locations.append(location)
+    return records, locations
+
+
+def read_json_document(path: Path, *, what: str) -> Any:
+    """Parse one JSON document; a truncated or malformed file is a SourceError."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as err:
+        raise SourceError(
+            f"{what}: file not found", value=str(path), fix="check the path in the manifest"
+        ) from err
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        truncated = err.pos >= len(text.rstrip()) - 1
+        raise SourceError(
+            f"{what}: {'truncated' if truncated else 'malformed'} JSON document "
+            f"at line {err.lineno} column {err.colno}",
+            value=str(path),
+            fix="export the file again; a JSON document cannot be read in part",
+        ) from err
+
+
+_OFFSET = re.compile(r"(?:[zZ]|[+-]\d\d(?::?\d\d)?)$")
+
+
+def parse_times(
+    values: pd.Series, *, naive: Naive = "error", unit: str | None = None
+) -> tuple[pd.Series, pd.Series]:
+    """Parse a column to UTC timestamps, row by row tolerant.
+
+    Returns ``(times, reasons)``: ``reasons`` is null where the value parsed (or was null) and
+    says why it did not otherwise, so the caller can reject those rows. Numbers need ``unit``.
+    """
+    index = values.index
+    reasons = pd.Series(None, index=index, dtype=object)
+    if isinstance(values.dtype, pd.DatetimeTZDtype):
+        return values.dt.tz_convert("UTC").dt.as_unit("ns"), reasons
+    if pd.api.types.is_datetime64_dtype(values.dtype):
+        if naive == "utc":
+            return values.dt.tz_localize("UTC").dt.as_unit("ns"), reasons
+        reasons[values.notna()] = "timestamp without a UTC offset"
+        return pd.Series(pd.NaT, index=index, dtype=TS), reasons
+    present = values.notna()
+    if unit is not None:
+        numbers = pd.to_numeric(values, errors="coerce")
+        reasons[present & numbers.isna()] = f"timestamp is not a number of {unit}"
+        times = pd.to_datetime(numbers, unit=unit, utc=True).dt.as_unit("ns")
+        return times, reasons
+    as_text = values.map(_as_iso_text, na_action="ignore")
+    has_offset = as_text.str.contains(_OFFSET, na=False)
+    if naive == "error":
+        reasons[present & ~has_offset] = "timestamp without a UTC offset"
+        usable = present & has_offset
+    else:
+        usable = present
+    times = pd.Series(pd.NaT, index=index, dtype=TS)
+    if usable.any():
+        parsed = pd.to_datetime(
+            as_text[usable], format="ISO8601", utc=True, errors="coerce"
+        ).dt.as_unit("ns")
+        times[usable] = parsed
+        reasons[usable & times.isna()] = "not an ISO 8601 timestamp"
+    return times, reasons
+
+
+def _as_iso_text(value: Any) -> str:
+    if hasattr(value, "isoformat"):
+        return str(value.isoformat())
+    return str(value)
+
+
+def parse_json_values(values: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """Decode JSON text values (dicts and lists pass through); reasons say which failed."""
+    out = np.empty(len(values), dtype=object)
+    reasons = np.empty(len(values), dtype=object)
+    for i, value in enumerate(values.to_numpy(dtype=object)):
+        if isinstance(value, str):
+            try:
+                out[i] = json.loads(value)
+            except json.JSONDecodeError as err:
+                reasons[i] = f"malformed JSON ({err.msg} at column {err.colno})"
+        elif value is None or (isinstance(value, float) and np.isnan(value)):
+            out[i] = None
+        else:
+            out[i] = value
+    return pd.Series(out, index=values.index, dtype=object), pd.Series(
+        reasons, index=values.index, dtype=object
+    )
+
+
+def rename_columns(frame: pd.DataFrame, mapping: Mapping[str, str]) -> pd.DataFrame:
+    """Rename the user's column names (values of ``mapping``) to canonical names (its keys)."""
+    return frame.rename(columns={user: canon for canon, user in mapping.items()})
+
+
+def concat_rejects(parts: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate rejects frames, keeping the contract when all are empty."""
+    frames = [part for part in parts if not part.empty]
+    if not frames:
+        return rejects_frame([])
+    return pd.concat(frames, ignore_index=True)

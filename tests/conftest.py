@@ -1,0 +1,98 @@
+"""Shared fixtures: real PostgreSQL, MySQL/MariaDB and SQLite databases for tests.
+
+PostgreSQL comes from ``INCIDENTKIT_TEST_DATABASE_URL`` (``scripts/test`` sets it, starting a
+throwaway cluster when needed) or a server on 127.0.0.1:5432. Without one the PostgreSQL tests
+fail, never skip. MySQL/MariaDB tests run when ``INCIDENTKIT_TEST_MYSQL_URL`` or 127.0.0.1:3306
+answers and are skipped with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+PG_ENV = "INCIDENTKIT_TEST_DATABASE_URL"
+PG_LOCAL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+MYSQL_ENV = "INCIDENTKIT_TEST_MYSQL_URL"
+MYSQL_LOCAL = "mysql+pymysql://root@127.0.0.1:3306/test"
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+TEXT_FIXTURES = Path(__file__).resolve().parent / "data"
+
+
+def _try_connect(url: str) -> str | None:
+    """None when ``url`` answers, else the reason it does not."""
+    try:
+        engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+        engine.dispose()
+        return None
+    except Exception as err:
+        return str(err).splitlines()[0]
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> str:
+    url = os.environ.get(PG_ENV) or PG_LOCAL
+    reason = _try_connect(url)
+    if reason is not None:
+        pytest.fail(
+            f"PostgreSQL tests need a server and {url} does not answer ({reason}). Run "
+            f"scripts/test (it starts one from the installed binaries) or set {PG_ENV}.",
+            pytrace=False,
+        )
+    return url
+
+
+def _fresh_database(admin_url: str, prefix: str) -> Iterator[str]:
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            if admin.dialect.name == "postgresql":
+                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            else:
+                conn.execute(sa.text(f"DROP DATABASE IF EXISTS `{name}`"))
+        admin.dispose()
+
+
+@pytest.fixture
+def pg_url(pg_admin_url: str) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database on the real server; dropped afterwards."""
+    yield from _fresh_database(pg_admin_url, "ik_test")
+
+
+@pytest.fixture(scope="session")
+def mysql_admin_url() -> str:
+    url = os.environ.get(MYSQL_ENV) or MYSQL_LOCAL
+    reason = _try_connect(url)
+    if reason is not None:
+        pytest.skip(
+            f"no MySQL/MariaDB for the MySQL tests: {url} does not answer ({reason}); "
+            f"set {MYSQL_ENV} to run them"
+        )
+    return url
+
+
+@pytest.fixture
+def mysql_url(mysql_admin_url: str) -> Iterator[str]:
+    """A fresh, empty MySQL/MariaDB database; dropped afterwards."""
+    yield from _fresh_database(mysql_admin_url, "ik_test")
+
+
+@pytest.fixture
+def sqlite_path(tmp_path: Path) -> Path:
+    """A path for a new SQLite database file."""
+    return tmp_path / "evidence.sqlite"
