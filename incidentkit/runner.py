@@ -1,0 +1,354 @@
+"""Execute flow notebooks with papermill; write the executed notebook, HTML and findings.
+
+The kernel is always the running interpreter (a kernelspec made for the run in a temporary
+folder), never a committed absolute path. After the run the notebook and the HTML are scanned
+for the credentials the manifest's ``env:`` URLs resolve to; a hit deletes them and fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from incidentkit.errors import NotebookError, ParameterError
+from incidentkit.manifest import find_manifest, load_manifest
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+FLOWS: Mapping[str, str] = {"orphans": "orphans.ipynb"}
+VERDICT_EXIT = {"CLEAN": 0, "ACTION_NEEDED": 1, "INCOMPLETE_EVIDENCE": 2}
+KERNEL = "incidentkit-python"
+SOURCE_ERRORS = ("SourceError", "SchemaError")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one papermill run produced and the exit code it maps to."""
+
+    exit_code: int
+    notebook: Path
+    html: Path | None
+    findings: Path | None
+    verdict: str | None
+
+
+def notebook_path(flow: str) -> Path:
+    """The committed notebook of ``flow``."""
+    if flow not in FLOWS:
+        raise ParameterError(
+            "unknown flow", value=flow, fix=f"use one of {', '.join(sorted(FLOWS))}"
+        )
+    path = NOTEBOOKS / FLOWS[flow]
+    if not path.is_file():
+        raise NotebookError(
+            "flow notebook not found",
+            value=str(path),
+            fix="run incidentkit from a checkout of the project (notebooks/ beside incidentkit/)",
+        )
+    return path
+
+
+def declared_parameters(flow: str) -> dict[str, dict[str, Any]]:
+    """The notebook's parameters as papermill sees them: name → type, default, help."""
+    import papermill
+
+    declared: dict[str, dict[str, Any]] = papermill.inspect_notebook(str(notebook_path(flow)))
+    return declared
+
+
+def coerce_parameters(flow: str, raw: Mapping[str, str]) -> dict[str, Any]:
+    """Turn ``-p NAME VALUE`` strings into the types the notebook's parameters declare."""
+    declared = declared_parameters(flow)
+    values: dict[str, Any] = {}
+    for name, text in raw.items():
+        if name not in declared:
+            raise ParameterError(
+                f"the {flow} notebook has no parameter",
+                value=name,
+                fix=f"its parameters are {', '.join(sorted(declared))}",
+            )
+        kind = str(declared[name].get("inferred_type_name", "None"))
+        values[name] = _coerce(name, kind, text)
+    return values
+
+
+def _coerce(name: str, kind: str, text: str) -> Any:
+    try:
+        if kind == "int":
+            return int(text)
+        if kind == "float":
+            return float(text)
+        if kind == "bool":
+            if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(text)
+            return text.lower() in ("true", "1", "yes")
+        if kind in ("dict", "list"):
+            value = json.loads(text)
+            if type(value).__name__ != kind:
+                raise ValueError(text)
+            return value
+    except ValueError as err:
+        raise ParameterError(
+            f"parameter {name} must be {kind}",
+            value=text,
+            fix='dicts and lists are JSON, e.g. -p key_templates \'{"sendInvoice": '
+            '"send-invoice:{invoiceId}"}\'',
+        ) from err
+    return text
+
+
+@contextmanager
+def _interpreter_kernel() -> Iterator[str]:
+    """A kernelspec for the running interpreter, visible only during the run."""
+    folder = Path(tempfile.mkdtemp(prefix="incidentkit-kernel-"))
+    spec_dir = folder / "kernels" / KERNEL
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "incidentkit (running interpreter)",
+                "language": "python",
+            }
+        )
+    )
+    previous = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(folder), previous]))
+    try:
+        yield KERNEL
+    finally:
+        if previous is None:
+            os.environ.pop("JUPYTER_PATH", None)
+        else:
+            os.environ["JUPYTER_PATH"] = previous
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def credentials(manifest_path: Path, environ: Mapping[str, str]) -> list[str]:
+    """Secrets that must never appear in an artifact: env-named URLs and their passwords."""
+    from sqlalchemy.engine import make_url
+
+    secrets: list[str] = []
+    for spec in load_manifest(manifest_path).sources.values():
+        if spec.url_ref and spec.url_ref.startswith("env:") and spec.url_ref[4:] in environ:
+            url = environ[spec.url_ref[4:]]
+            secrets.append(url)
+            try:
+                password = make_url(url).password
+            except Exception:  # noqa: BLE001 - an unparsable URL is still scanned whole
+                password = None
+            if password and len(str(password)) >= 4:
+                secrets.append(str(password))
+    return secrets
+
+
+def scan_for_secrets(paths: list[Path], secrets: list[str]) -> list[Path]:
+    """The artifacts among ``paths`` that contain any of ``secrets``."""
+    leaked = []
+    for path in paths:
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if any(secret and secret in text for secret in secrets):
+                leaked.append(path)
+    return leaked
+
+
+def render_html(notebook: Path, html: Path, *, show_code: bool) -> None:
+    """A standalone HTML report of an executed notebook (code hidden unless asked)."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(
+        exclude_input=not show_code, exclude_input_prompt=True, exclude_output_prompt=True
+    )
+    body, _ = exporter.from_notebook_node(nbformat.read(str(notebook), as_version=4))
+    html.write_text(body, encoding="utf-8")
+
+
+def run_flow(
+    flow: str,
+    evidence: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    parameters: Mapping[str, Any] | None = None,
+    timeout: int = 600,
+    show_code: bool = False,
+    progress: bool = True,
+    environ: Mapping[str, str] | None = None,
+) -> RunResult:
+    """Execute ``flow`` against ``evidence``; write notebook, HTML and findings into ``out``."""
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    source = notebook_path(flow)
+    manifest = find_manifest(evidence).resolve()
+    load_manifest(manifest)  # a bad manifest is a usage error before any kernel starts
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    executed = out_dir / f"{flow}.ipynb"
+    html = out_dir / f"{flow}.html"
+    findings = out_dir / "findings.json"
+    findings.unlink(missing_ok=True)
+    params = {
+        **(parameters or {}),
+        "evidence": str(manifest),
+        "findings_path": str(findings.resolve()),
+    }
+    failure: PapermillExecutionError | None = None
+    with _interpreter_kernel() as kernel:
+        try:
+            papermill.execute_notebook(
+                str(source),
+                str(executed),
+                parameters=params,
+                kernel_name=kernel,
+                progress_bar=progress,
+                execution_timeout=timeout,
+                cwd=str(source.parent),
+            )
+        except PapermillExecutionError as err:
+            failure = err
+    render_html(executed, html, show_code=show_code)
+    leaked = scan_for_secrets(
+        [executed, html, findings],
+        credentials(manifest, os.environ if environ is None else environ),
+    )
+    if leaked:
+        for path in leaked:
+            path.unlink()
+        raise NotebookError(
+            "a credential from the environment appeared in the run's artifacts; they were deleted",
+            value=[str(p) for p in leaked],
+            fix="never print connection URLs or engines in a notebook; report this as a bug",
+        )
+    if failure is not None:
+        code = 2 if failure.ename in SOURCE_ERRORS else 4
+        return RunResult(code, executed, html, None, None)
+    verdict = json.loads(findings.read_text())["verdict"] if findings.is_file() else None
+    if verdict not in VERDICT_EXIT:
+        raise NotebookError(
+            "the notebook recorded no findings",
+            value=str(findings),
+            fix="the last cell must record the findings (see notebooks/README.md)",
+        )
+    return RunResult(VERDICT_EXIT[verdict], executed, html, findings, verdict)
+
+
+def new_notebook(
+    incident: str,
+    flow: str,
+    evidence: str | os.PathLike[str],
+    *,
+    out: str | os.PathLike[str] | None = None,
+    parameters: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write a parameterised, unexecuted copy of ``flow`` for one incident; returns its path."""
+    import papermill
+
+    source = notebook_path(flow)
+    manifest = find_manifest(evidence).resolve()
+    load_manifest(manifest)
+    folder = Path(out) if out is not None else Path("incidents") / incident
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{flow}.ipynb"
+    if target.exists():
+        raise ParameterError(
+            "notebook already exists",
+            value=str(target),
+            fix="choose another incident name or remove the file",
+        )
+    params = {
+        **(parameters or {}),
+        "evidence": str(manifest),
+        "findings_path": str((folder / "findings.json").resolve()),
+    }
+    with _interpreter_kernel() as kernel:
+        papermill.execute_notebook(
+            str(source),
+            str(target),
+            parameters=params,
+            prepare_only=True,
+            kernel_name=kernel,
+            progress_bar=False,
+        )
+    _drop_kernelspec(target)
+    return target
+
+
+def _drop_kernelspec(path: Path) -> None:
+    """Point the copy at the standard python3 kernel, not the run's temporary one."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, str(path))
+
+
+def _parse_pairs(pairs: list[list[str]] | None) -> dict[str, str]:
+    return {name: value for name, value in (pairs or [])}
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("flow", choices=sorted(FLOWS), help="the triage flow to run")
+    parser.add_argument("--evidence", required=True, help="evidence.toml or its folder")
+    parser.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        metavar=("NAME", "VALUE"),
+        help="a notebook parameter (repeatable); dicts and lists as JSON",
+    )
+    parser.add_argument("--out", required=True, help="folder for notebook, HTML and findings")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell")
+    parser.add_argument("--show-code", action="store_true", help="keep code in the HTML report")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def add_new_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("incident", help="incident name, e.g. INC-1234")
+    parser.add_argument("--flow", required=True, choices=sorted(FLOWS))
+    parser.add_argument("--evidence", required=True, help="evidence.toml or its folder")
+    parser.add_argument("--out", help="folder to write into (default incidents/INCIDENT)")
+    parser.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"))
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    params = coerce_parameters(args.flow, _parse_pairs(args.parameter))
+    result = run_flow(
+        args.flow,
+        args.evidence,
+        args.out,
+        parameters=params,
+        timeout=args.timeout,
+        show_code=args.show_code,
+        progress=not args.quiet,
+    )
+    lines = [f"notebook: {result.notebook}", f"report:   {result.html}"]
+    if result.findings:
+        lines.append(f"findings: {result.findings} ({result.verdict})")
+    elif result.exit_code == 2:
+        lines.append("the evidence could not be read: see the report's failing cell")
+    else:
+        lines.append("the notebook failed: see the report's failing cell")
+    sys.stderr.write("\n".join(lines) + "\n")
+    return result.exit_code
+
+
+def new_cli(args: argparse.Namespace) -> int:
+    params = coerce_parameters(args.flow, _parse_pairs(args.parameter))
+    path = new_notebook(args.incident, args.flow, args.evidence, out=args.out, parameters=params)
+    sys.stderr.write(f"wrote {path}; open it with: jupyter lab {path}\n")
+    return 0

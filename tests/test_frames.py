@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from incidentkit import frames
+from incidentkit.errors import ParameterError, SchemaError
+
+
+@pytest.mark.parametrize("name", sorted(frames.FRAMES))
+def test_empty_frame_has_every_column_with_its_dtype(name: str) -> None:
+    frame = frames.empty(name)
+    spec = frames.FRAMES[name]
+    assert list(frame.columns) == spec.names
+    assert len(frame) == 0
+    for column, dtype in spec.columns:
+        assert str(frame[column].dtype) == str(pd.Series([], dtype=dtype).dtype), column
+
+
+def test_timestamps_are_utc_nanoseconds() -> None:
+    for name, spec in frames.FRAMES.items():
+        for column, dtype in spec.columns:
+            if dtype == frames.TS:
+                assert str(frames.empty(name)[column].dtype) == "datetime64[ns, UTC]"
+
+
+def test_conform_orders_casts_and_fills_flags() -> None:
+    raw = pd.DataFrame({
+        "raw": ["x" * 900, None], "reason": ["bad", "worse"],
+        "location": ["a.jsonl:1", "a.jsonl:2"], "source": ["events", "events"],
+    })
+    out = frames.conform("rejects", raw)
+    assert list(out.columns) == ["source", "location", "reason", "raw"]
+    assert out["raw"].isna().tolist() == [False, True]
+
+
+def test_conform_names_missing_columns() -> None:
+    with pytest.raises(SchemaError, match=r"lacks required columns: \['reason', 'raw'\]"):
+        frames.conform("rejects", pd.DataFrame({"source": ["a"], "location": ["b"]}))
+
+
+def test_conform_refuses_naive_timestamps() -> None:
+    frame = pd.DataFrame({
+        "dump": ["d"], "taken_at": [pd.Timestamp("2026-11-29 03:00")], "thread": ["t"],
+        "state": ["RUNNABLE"], "top_frame": [None], "frames": [()],
+    })
+    with pytest.raises(SchemaError, match="not timezone-aware"):
+        frames.conform("threads", frame)
+
+
+def test_to_utc_converts_offsets_and_refuses_naive_text() -> None:
+    out = frames.to_utc(pd.Series(["2026-11-29T04:10:00+01:00"]), what="t")
+    assert out.iloc[0] == pd.Timestamp("2026-11-29T03:10:00Z")
+    with pytest.raises(ParameterError, match="without a UTC offset: '2026-11-29 03:10:00'"):
+        frames.to_utc(pd.Series(["2026-11-29 03:10:00"]), what="t")
+    naive_ok = frames.to_utc(pd.Series(["2026-11-29 03:10:00"]), what="t", naive="utc")
+    assert naive_ok.iloc[0] == pd.Timestamp("2026-11-29T03:10:00Z")
+
+
+def test_to_utc_reads_epoch_units() -> None:
+    ms = frames.to_utc(pd.Series([1_750_000_000_123]), what="t", unit="ms")
+    assert ms.iloc[0] == pd.Timestamp("2025-06-15T15:06:40.123Z")
+
+
+def test_utc_timestamp_refuses_naive_parameter() -> None:
+    with pytest.raises(ParameterError, match="naive datetime"):
+        frames.utc_timestamp("2026-11-29T03:10:00", what="as_of")
+    assert frames.utc_timestamp("2026-11-29T03:10:00Z", what="as_of").tzname() == "UTC"
+
+
+def test_rejects_frame_truncates_raw() -> None:
+    out = frames.rejects_frame(
+        [{"source": "s", "location": "f:1", "reason": "r", "raw": "y" * 2000}]
+    )
+    assert len(out["raw"].iloc[0]) == frames.RAW_LIMIT

@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from incidentkit.errors import ManifestError
+from incidentkit.manifest import load_manifest
+
+FULL = """
+title = "INC-1234 order lookup stall"
+window = { start = "2026-11-29T02:30:00Z", end = "2026-11-29T04:00:00Z" }
+app_name = "support"
+sessions = ["s-1", "s-2"]
+
+[ledger]
+url = "env:INCIDENT_DB_URL"
+table = "agent_run"
+columns = { status = "state" }
+
+[events]
+path = "events.jsonl"
+
+[journal]
+url = "env:INCIDENT_DB_URL"
+table = "tool_journal"
+
+[spans]
+path = "spans.otlp.jsonl"
+
+[diagnostics]
+path = "diagnostics.log"
+format = "text"
+
+[threads]
+paths = ["dump-1.txt", "dump-2.txt"]
+naive_timestamps = "utc"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "evidence.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_full_manifest_parses(tmp_path: Path) -> None:
+    manifest = load_manifest(write(tmp_path, FULL))
+    assert manifest.title == "INC-1234 order lookup stall"
+    assert manifest.filters.window is not None
+    assert manifest.filters.window.start == pd.Timestamp("2026-11-29T02:30:00Z")
+    assert manifest.filters.app_name == "support"
+    assert manifest.filters.session_ids == ("s-1", "s-2")
+    assert set(manifest.sources) == {"ledger", "events", "journal", "spans", "diagnostics",
+                                     "threads"}
+    ledger = manifest.sources["ledger"]
+    assert ledger.is_database and ledger.table == "agent_run"
+    assert ledger.columns == {"status": "state"}
+    assert manifest.sources["events"].paths == ((tmp_path / "events.jsonl").resolve(),)
+    assert len(manifest.sources["threads"].paths) == 2
+    assert manifest.sources["threads"].naive_timestamps == "utc"
+
+
+def test_folder_resolves_to_its_manifest(tmp_path: Path) -> None:
+    write(tmp_path, FULL)
+    assert load_manifest(tmp_path).path == tmp_path / "evidence.toml"
+
+
+def test_env_url_resolves_only_from_the_named_variable(tmp_path: Path) -> None:
+    ledger = load_manifest(write(tmp_path, FULL)).sources["ledger"]
+    assert ledger.url({"INCIDENT_DB_URL": "postgresql://u@h/db"}) == "postgresql://u@h/db"
+    with pytest.raises(ManifestError, match="export INCIDENT_DB_URL="):
+        ledger.url({})
+    assert "env:INCIDENT_DB_URL" in ledger.location()
+
+
+def test_literal_password_is_refused_with_pointer_to_env(tmp_path: Path) -> None:
+    text = '[ledger]\nurl = "postgresql://alice:s3cret@db.internal/prod"\n'
+    with pytest.raises(ManifestError, match='literal password.*env:NAME') as info:
+        load_manifest(write(tmp_path, text))
+    assert "s3cret" not in str(info.value)
+
+
+def test_url_without_password_is_allowed(tmp_path: Path) -> None:
+    manifest = load_manifest(write(tmp_path, '[ledger]\nurl = "postgresql://alice@db/prod"\n'))
+    assert manifest.sources["ledger"].url() == "postgresql://alice@db/prod"
+
+
+def test_sqlite_path_becomes_a_database(tmp_path: Path) -> None:
+    manifest = load_manifest(write(tmp_path, '[events]\npath = "store/session.db"\n'))
+    events = manifest.sources["events"]
+    assert events.is_database
+    assert events.url() == f"sqlite:///{(tmp_path / 'store' / 'session.db').resolve()}"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[ledger]\npath = "a.csv"\nurl = "env:X"\n', "exactly one of url, path or paths"),
+        ('[ledger]\npath = "a.csv"\nformat = "parquet"\n', "format is not one the kit reads"),
+        ('[ledger]\npath = "a.csv"\ncolour = "red"\n', r"unknown keys: \['colour'\]"),
+        ('flavour = 1\n[ledger]\npath = "a.csv"\n', r"unknown keys: \['flavour'\]"),
+        ('title = "x"\n', "names no evidence source"),
+        ('window = { start = "2026-11-29T02:30:00", end = "2026-11-29T04:00:00Z" }\n'
+         '[ledger]\npath = "a.csv"\n', "naive datetime"),
+        ('window = { start = "2026-11-29T05:00:00Z", end = "2026-11-29T04:00:00Z" }\n'
+         '[ledger]\npath = "a.csv"\n', "window ends before it starts"),
+        ('[ledger]\nurl = "env:not-a-name"\n', "invalid environment variable"),
+        ('[ledger]\npath = "a.csv"\ncolumns = { status = 3 }\n', "columns must map"),
+        ('[ledger\npath = "a.csv"\n', "not valid TOML"),
+    ],
+)
+def test_bad_manifests_say_what_and_how_to_fix(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ManifestError, match=message):
+        load_manifest(write(tmp_path, text))
+
+
+def test_missing_manifest_says_how_to_get_one(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError, match="incidentkit simulate"):
+        load_manifest(tmp_path)
