@@ -362,6 +362,7 @@ def conform(name: str, frame: pd.DataFrame) -> pd.DataFrame:
     """
     spec = spec_of(name)
     require_columns(frame, spec.names, what=f"the {name} frame")
+    frame = frame.reset_index(drop=True)
     out = {}
     for col, dtype in spec.columns:
         series = frame[col]

@@ -73,3 +73,12 @@ def test_rejects_frame_truncates_raw() -> None:
         [{"source": "s", "location": "f:1", "reason": "r", "raw": "y" * 2000}]
     )
     assert len(out["raw"].iloc[0]) == frames.RAW_LIMIT
+
+
+def test_conform_keeps_row_order_of_a_sorted_or_filtered_frame() -> None:
+    raw = pd.DataFrame({
+        "source": ["a", "b", "c"], "location": ["1", "2", "3"], "reason": ["x", "y", "z"],
+        "raw": ["p", "q", "r"],
+    })
+    assert frames.conform("rejects", raw.iloc[::-1])["source"].tolist() == ["c", "b", "a"]
+    assert frames.conform("rejects", raw.iloc[[2]])["location"].tolist() == ["3"]

@@ -1,0 +1,263 @@
+"""Diagnostics-plugin log lines (``run.start``, ``run.end``, ``tool.error``, ...), text or JSON.
+
+Text lines carry a log prefix (ISO 8601 time, level, optional ``[thread]``, logger) before the
+message; stack-trace lines that follow a record are appended to its ``message``. JSON lines
+(logstash / ECS style) carry the same message, and may carry the ids as fields. Lines from
+other loggers are kept with ``kind = "other"``. ``app_name``, ``user_id`` and ``session_id``
+are copied from an invocation's ``run.start`` to its other lines.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from incidentkit.frames import conform, empty
+from incidentkit.manifest import Filters, SourceSpec
+from incidentkit.sources.base import (
+    Loaded,
+    Naive,
+    RejectSink,
+    iter_lines,
+    parse_times,
+    read_json_lines,
+)
+
+KINDS = (
+    "run.start",
+    "run.end",
+    "model.error",
+    "tool.error",
+    "run.error",
+    "run.many_llm_calls",
+    "rx.undeliverable",
+)
+"""The message kinds the diagnostics plugin writes; other lines get kind ``other``."""
+
+OTHER = "other"
+_TS = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:[zZ]|[+-]\d\d(?::?\d\d)?)?"
+_PREFIX = (
+    rf"^(?P<ts>{_TS})\s+(?:\[[^\]]*\]\s+)?"
+    r"(?P<level>(?i:trace|debug|info|warn|warning|error|fatal|critical))\s+"
+    r"(?:\d+\s+---\s+)?(?:\[[^\]]*\]\s+)*"  # Spring Boot: pid --- [app] [thread]
+    r"(?P<logger>[A-Za-z_$][\w$.]*)(?:\s*[-:](?:\s|$)|\s+)(?P<head>.*)$"
+)
+_CONTINUATION = (
+    r"^(?:\s|at |Caused by:|Suppressed:|Traceback \(most recent call last\):"
+    r"|(?:[a-z_][\w]*\.)+[A-Z][\w$]*(?::|$)|[A-Z]\w*(?:Error|Exception)(?::|$))"
+)
+# message key -> column; the first key found wins
+_KEYS = {
+    "invocation_id": ("inv",),
+    "app_name": ("app",),
+    "user_id": ("user",),
+    "session_id": ("session",),
+    "agent": ("agent",),
+    "tool": ("tool",),
+    "call_id": ("call",),
+    "outcome": ("outcome",),
+    "ms": ("ms",),
+    "llm_calls": ("llmCalls", "calls"),
+}
+_JSON_KEYS = {
+    "ts": ("@timestamp", "timestamp", "ts", "time"),
+    "level": ("level", "log.level", "severity"),
+    "head": ("message", "msg"),
+    "stack": ("stack_trace", "error.stack_trace", "exc_info"),
+    "kind": ("kind", "event"),
+    "invocation_id": ("inv", "invocation_id", "invocationId"),
+    "app_name": ("app", "app_name", "appName"),
+    "user_id": ("user", "user_id", "userId"),
+    "session_id": ("session", "session_id", "sessionId"),
+    "agent": ("agent",),
+    "tool": ("tool",),
+    "call_id": ("call", "call_id", "callId"),
+    "outcome": ("outcome",),
+    "ms": ("ms",),
+    "llm_calls": ("llmCalls", "llm_calls", "calls"),
+}
+_MISSING = ("", "?", "null", "-")
+_SEP = "\x1e"  # record separator while joining stack lines to their record
+_PAIR = r"(?:^|\s)(\w+)=(\S*)"
+
+
+def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | None = None) -> Loaded:
+    """Read every log file of ``spec`` (in order) into the ``diagnostics`` frame."""
+    sink = RejectSink("diagnostics")
+    parts = []
+    for order, path in enumerate(spec.paths):
+        fmt = spec.format or _detect(path)
+        part = _json_file(path, sink) if fmt == "json" else _text_file(path, sink)
+        parts.append(part.assign(order=order))
+    if not parts:
+        return Loaded(frames={"diagnostics": empty("diagnostics")}, rejects=sink.frame())
+    naive: Naive = "utc" if spec.naive_timestamps == "utc" else "error"
+    frame = _fields(pd.concat(parts, ignore_index=True), sink, naive=naive)
+    frame = _filter(frame, filters)
+    frame = frame.sort_values(["ts", "order", "lineno"], kind="stable").reset_index(drop=True)
+    return Loaded(frames={"diagnostics": conform("diagnostics", frame)}, rejects=sink.frame())
+
+
+def _detect(path: Path) -> str:
+    for _, text, _ in iter_lines(path, what="diagnostics"):
+        return "json" if text.lstrip().startswith("{") else "text"
+    return "text"
+
+
+def _text_file(path: Path, sink: RejectSink) -> pd.DataFrame:
+    """Records of one text log: prefix fields, first-line message, message with stack."""
+    numbers, texts, complete = _columns(iter_lines(path, what="diagnostics"))
+    text = pd.Series(texts, dtype="str")
+    lines = pd.DataFrame({"lineno": numbers, "text": text, "complete": complete})
+    lines["location"] = path.name + ":" + lines["lineno"].astype("str")
+    parsed = text.str.extract(_PREFIX)
+    is_record = parsed["ts"].notna()
+    is_cont = ~is_record & text.str.contains(_CONTINUATION)
+    orphan = is_cont & is_record.cumsum().eq(0)
+    reasons = pd.Series(None, index=lines.index, dtype=object)
+    reasons[~is_record & ~is_cont] = "no log prefix (timestamp, level, logger) and not a stack line"
+    reasons[~is_record & ~is_cont & ~lines["complete"]] = (
+        "truncated last line: the file ends mid-line"
+    )
+    reasons[orphan] = "stack line with no log record before it"
+    sink.add_many(lines["location"], reasons, lines["text"])
+    records = pd.concat([lines, parsed], axis=1).loc[is_record]
+    head = records["head"].astype("str")
+    no_logger = records["logger"].isin(KINDS)  # "<ts> ERROR run.error inv=..": no logger name
+    head = head.mask(no_logger, records["logger"] + " " + head)
+    # one message per record: its first line, then its stack lines, joined in one pass
+    pieces = pd.concat([_SEP + head, "\n" + text[is_cont & ~orphan]]).sort_index()
+    joined = "".join(pieces)
+    return records.assign(
+        head=head,
+        line=records["text"],
+        message=joined.split(_SEP)[1:],
+        stack=None,
+        truncated=~records["complete"],
+    )
+
+
+def _columns(rows: Iterable[tuple[int, str, bool]]) -> tuple[list[int], list[str], list[bool]]:
+    numbers: list[int] = []
+    texts: list[str] = []
+    complete: list[bool] = []
+    for number, text, ends in rows:
+        numbers.append(number)
+        texts.append(text.replace(_SEP, " "))
+        complete.append(ends)
+    return numbers, texts, complete
+
+
+def _json_file(path: Path, sink: RejectSink) -> pd.DataFrame:
+    """Records of one JSON-lines log, keyed like the text records."""
+    objects, locations = read_json_lines(path, sink, what="diagnostics")
+    columns: dict[str, list[Any]] = {key: [] for key in (*_JSON_KEYS, "logger", "line")}
+    for obj in objects:
+        flat = _flatten(obj)
+        for key, names in _JSON_KEYS.items():
+            columns[key].append(next((flat[n] for n in names if flat.get(n) is not None), None))
+        columns["logger"].append(
+            flat.get("logger_name", flat.get("logger", flat.get("log.logger")))
+        )
+        columns["line"].append(json.dumps(obj, ensure_ascii=False))
+    frame = pd.DataFrame(columns, dtype=object)
+    frame["ts"] = frame["ts"].map(_epoch_iso, na_action="ignore")
+    head = frame["head"].astype("str")
+    return frame.assign(
+        location=locations,
+        lineno=[int(loc.rsplit(":", 1)[1]) for loc in locations],
+        head=head,
+        message=(head + "\n" + frame["stack"].astype("str").str.rstrip()).fillna(head),
+        truncated=False,
+    )
+
+
+def _flatten(obj: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in obj.items():
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _epoch_iso(value: Any) -> Any:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        unit = "ms" if value > 1e11 else "s"
+        return pd.Timestamp(value, unit=unit, tz="UTC").isoformat()
+    return value
+
+
+def _fields(rows: pd.DataFrame, sink: RejectSink, *, naive: Naive) -> pd.DataFrame:
+    """Typed columns from the records of every file; unreadable records become rejects."""
+    head = rows["head"].astype("str")
+    word = head.str.split(" ", n=1).str[0]
+    given = rows.get("kind", pd.Series(np.nan, index=rows.index))
+    kind = given.where(given.isin(KINDS), word).where(lambda k: k.isin(KINDS), OTHER)
+    out = rows.assign(kind=kind)
+    pairs = head.where(kind.ne(OTHER), "").str.findall(_PAIR)
+    # key=value pairs of each line; the first of a repeated key wins
+    given_pairs = pd.DataFrame([dict(reversed(p)) for p in pairs], index=rows.index)
+    for col, keys in _KEYS.items():
+        found = pd.Series(np.nan, index=rows.index, dtype=object)
+        for key in reversed(keys):
+            if key in given_pairs:
+                found = given_pairs[key].where(given_pairs[key].notna(), found)
+        structured = rows[col] if col in rows else pd.Series(np.nan, index=rows.index)
+        merged = structured.astype(object).where(structured.notna(), found)
+        out[col] = merged.where(~merged.astype("str").isin(_MISSING))
+    reasons = pd.Series(None, index=rows.index, dtype=object)
+    for col, key in (("ms", "ms="), ("llm_calls", "llmCalls=/calls=")):
+        text = out[col].astype("str")
+        number = pd.to_numeric(text.where(text.str.fullmatch(r"[+-]?\d+")), errors="coerce")
+        bad = out[col].notna() & number.isna()
+        reasons[bad] = f"bad {key} number: " + text[bad]
+        out[col] = number.astype("Int64")
+    ts_text = rows["ts"].astype("str").str.replace(",", ".", regex=False)
+    out["ts"], ts_reasons = parse_times(ts_text, naive=naive)
+    ts_reasons[rows["ts"].isna()] = "log line without a timestamp"
+    naive_rows = ts_reasons.eq("timestamp without a UTC offset")
+    ts_reasons[naive_rows] = (
+        'timestamp without a UTC offset; say naive_timestamps = "utc" in [diagnostics] '
+        "if the log is written in UTC"
+    )
+    reasons = reasons.where(reasons.notna(), ts_reasons)
+    cut = reasons.notna() & rows["truncated"].astype(bool)
+    reasons[cut] = "truncated last line: " + reasons[cut].astype("str")
+    sink.add_many(rows["location"], reasons, rows["line"])
+    out = out.loc[reasons.isna()]
+    level = out["level"].astype("str").str.upper()
+    out["level"] = level.replace({"WARNING": "WARN"})
+    return _spread_from_start(out)
+
+
+def _spread_from_start(frame: pd.DataFrame) -> pd.DataFrame:
+    """Copy app, user and session from each invocation's run.start to its other lines."""
+    starts = frame.loc[frame["kind"].eq("run.start") & frame["invocation_id"].notna()]
+    starts = starts.drop_duplicates("invocation_id").set_index("invocation_id")
+    out = frame.copy()
+    for col in ("app_name", "user_id", "session_id"):
+        out[col] = frame[col].where(frame[col].notna(), frame["invocation_id"].map(starts[col]))
+    return out
+
+
+def _filter(frame: pd.DataFrame, filters: Filters) -> pd.DataFrame:
+    """Window on ts; id filters drop only lines that name another app/session/invocation."""
+    keep = pd.Series(True, index=frame.index)
+    if filters.window is not None:
+        keep &= frame["ts"].ge(filters.window.start) & frame["ts"].lt(filters.window.end)
+    if filters.app_name is not None:
+        keep &= frame["app_name"].isna() | frame["app_name"].eq(filters.app_name)
+    for col, wanted in (
+        ("session_id", filters.session_ids),
+        ("invocation_id", filters.invocation_ids),
+    ):
+        if wanted:
+            keep &= frame[col].isna() | frame[col].isin(wanted)
+    return frame.loc[keep]

@@ -1,0 +1,436 @@
+"""Spans from OTLP/JSON lines (collector file exporter) or Jaeger JSON, ADK Java and Python.
+
+Ids become lowercase hex (trace 32 wide, span 16 wide; base64 ids from plain protobuf JSON are
+decoded). ``kind`` says what a span measures whatever the ADK version named it. Invocation and
+session ids are spread to every span of a trace that names exactly one. Payload attributes
+(prompts, responses, tool arguments) are replaced by ``"<redacted>"``; :func:`span_payloads`
+re-reads them on demand.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from incidentkit.errors import ParameterError, SchemaError, SourceError
+from incidentkit.frames import SpanKind, conform
+from incidentkit.manifest import Filters, SourceSpec
+from incidentkit.sources.base import Loaded, RejectSink, read_json_document, read_json_lines
+
+PAYLOAD_KEYS: tuple[str, ...] = (
+    "gcp.vertex.agent.llm_request",
+    "gcp.vertex.agent.llm_response",
+    "gcp.vertex.agent.tool_call_args",
+    "gcp.vertex.agent.tool_response",
+    "gcp.vertex.agent.data",
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+    "gen_ai.tool.call.arguments",
+    "gen_ai.tool.call.result",
+    "gen_ai.tool.definitions",
+)
+"""Attributes holding prompts, responses or tool data: redacted in the spans frame."""
+
+REDACTED = "<redacted>"
+FORMATS = ("otlp-json", "jaeger-json")
+_OP_KIND = {
+    "invoke_workflow": SpanKind.INVOCATION,
+    "invocation": SpanKind.INVOCATION,
+    "invoke_agent": SpanKind.INVOKE_AGENT,
+    "call_llm": SpanKind.CALL_LLM,
+    "generate_content": SpanKind.CALL_LLM,
+    "chat": SpanKind.CALL_LLM,
+    "execute_tool": SpanKind.EXECUTE_TOOL,
+}
+_STATUS = {0: "UNSET", 1: "OK", 2: "ERROR"}
+# Tags the OTLP -> Jaeger translator adds; they are not span attributes.
+_JAEGER_TAGS = frozenset(
+    {"otel.status_code", "otel.status_description", "error", "span.kind", "w3c.tracestate"}
+    | {"otel.scope.name", "otel.scope.version", "otel.library.name", "otel.library.version"}
+)
+_SHAPE_ERRORS = (KeyError, TypeError, AttributeError, ValueError)
+_MAX_NS = 2**63  # datetime64[ns] ends in 2262
+_HEX = re.compile(r"[0-9a-fA-F]+")
+_COLUMNS = [
+    *("trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns", "status"),
+    *("status_message", "op", "invocation_id", "session_id", "agent_name", "tool_name"),
+    *("tool_call_id", "attributes", "location"),
+]
+
+
+def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | None = None) -> Loaded:
+    """Read every span file of ``spec`` (in order) into the ``spans`` frame."""
+    sink = RejectSink("spans")
+    records = [row for path in spec.paths for row in _read(path, spec.format, sink, payloads=())]
+    frame = pd.DataFrame.from_records(records, columns=_COLUMNS)
+    frame = _drop_duplicates(frame, sink)
+    frame["start"] = pd.to_datetime(frame["start_ns"].astype("Int64"), unit="ns", utc=True)
+    frame["end"] = pd.to_datetime(frame["end_ns"].astype("Int64"), unit="ns", utc=True)
+    frame["duration_ms"] = (frame["end"] - frame["start"]).dt.total_seconds() * 1000.0
+    frame = _derive(frame)
+    for col in ("invocation_id", "session_id"):
+        frame[col] = _propagate(frame, col)
+    frame = _filter(frame, filters)
+    frame = frame.sort_values(["start", "trace_id", "span_id"], kind="stable")
+    frame = frame.reset_index(drop=True)  # conform aligns on the index
+    return Loaded(frames={"spans": conform("spans", frame)}, rejects=sink.frame())
+
+
+def span_payloads(
+    source: SourceSpec | str | Path | Sequence[str | Path],
+    span_ids: Iterable[str],
+    *,
+    keys: Iterable[str] = PAYLOAD_KEYS,
+) -> pd.DataFrame:
+    """Re-read the payload attributes of ``span_ids`` from the raw span files.
+
+    Returns one row per (span, payload key) with columns trace_id, span_id, key, value; JSON
+    held in a string is decoded (a string that is not JSON stays a string). Spans the files do
+    not hold give no rows; unreadable rows were already reported as rejects by :func:`load`.
+    """
+    if isinstance(source, SourceSpec):
+        paths, fmt = source.paths, source.format
+    else:
+        listed = [source] if isinstance(source, str | Path) else list(source)
+        paths, fmt = tuple(Path(p) for p in listed), None
+    wanted = []
+    for value in span_ids:
+        span_id = _norm_id(value, 16)
+        if span_id is None:
+            raise ParameterError(
+                "not a span id", value=value, fix="give 16 hex digits, as in spans.span_id"
+            )
+        wanted.append(span_id)
+    order = {span_id: i for i, span_id in enumerate(dict.fromkeys(wanted))}
+    key_list = tuple(dict.fromkeys(keys))
+    rows: list[tuple[int, str, str, str, Any]] = []
+    sink = RejectSink("spans")
+    for path in paths:
+        for row in _read(path, fmt, sink, payloads=key_list, wanted=order):
+            attrs = row[_COLUMNS.index("attributes")]
+            for key in key_list:
+                if key in attrs:
+                    rows.append((order[row[1]], row[0], row[1], key, _decoded(attrs[key])))
+    rows.sort(key=lambda r: (r[0], r[1], key_list.index(r[3])))
+    out = pd.DataFrame(
+        [r[1:] for r in rows], columns=["trace_id", "span_id", "key", "value"], dtype=object
+    )
+    return out.astype({"trace_id": "str", "span_id": "str", "key": "str"})
+
+
+def _decoded(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def _read(
+    path: Path,
+    fmt: str | None,
+    sink: RejectSink,
+    *,
+    payloads: tuple[str, ...],
+    wanted: Mapping[str, int] | None = None,
+) -> Iterator[tuple[Any, ...]]:
+    """Rows (in ``_COLUMNS`` order) of one file; unreadable spans go to ``sink``."""
+    fmt = fmt or _detect(path)
+    raws = _otlp_spans(path, sink) if fmt == "otlp-json" else _jaeger_spans(path, sink)
+    for location, raw in raws:
+        row = _row(raw, location, sink, payloads=payloads)
+        if row is not None and (wanted is None or row[1] in wanted):
+            yield row
+
+
+def _detect(path: Path) -> str:
+    try:
+        with path.open("r", encoding="utf-8", errors="replace") as handle:
+            head = handle.read(65536)
+    except FileNotFoundError as err:
+        raise SourceError(
+            "spans: file not found", value=str(path), fix="check the path in the manifest"
+        ) from err
+    marks = {"otlp-json": '"resourceSpans"', "jaeger-json": '"data"'}
+    found = {fmt: head.find(mark) for fmt, mark in marks.items()}
+    present = {fmt: pos for fmt, pos in found.items() if pos >= 0}
+    if not head.strip():
+        return "otlp-json"  # an empty export (no traffic in that rotation) holds no spans
+    if not present:
+        raise SchemaError(
+            "spans: file is neither OTLP/JSON lines nor a Jaeger JSON export",
+            value=str(path),
+            fix='export with the collector file exporter (format: json) or Jaeger "Download '
+            'JSON", or set format = "otlp-json" | "jaeger-json" in [spans]',
+        )
+    return min(present, key=present.__getitem__)
+
+
+def _otlp_spans(path: Path, sink: RejectSink) -> Iterator[tuple[str, dict[str, Any]]]:
+    records, locations = read_json_lines(path, sink, what="spans")
+    for record, location in zip(records, locations, strict=True):
+        try:
+            spans = [
+                span
+                for resource in record["resourceSpans"]
+                for scope in resource.get("scopeSpans")
+                or resource.get("instrumentationLibrarySpans")
+                or []
+                for span in scope.get("spans") or []
+            ]
+        except _SHAPE_ERRORS:
+            reason = "not an OTLP/JSON traces line (resourceSpans/scopeSpans/spans)"
+            sink.add(location, reason, json.dumps(record))
+            continue
+        for span in spans:
+            try:
+                yield location, _from_otlp(span)
+            except _SHAPE_ERRORS as err:
+                sink.add(location, f"span cannot be decoded ({err!r})", json.dumps(span))
+
+
+def _from_otlp(span: dict[str, Any]) -> dict[str, Any]:
+    status = span.get("status") or {}
+    code = status.get("code", 0)
+    if isinstance(code, str):  # plain protobuf JSON writes enum names
+        code = {"STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}.get(code, 0)
+    exception = next((e for e in span.get("events") or [] if e.get("name") == "exception"), None)
+    return {
+        "trace": span.get("traceId"),
+        "span": span.get("spanId"),
+        "parent": span.get("parentSpanId"),
+        "name": span.get("name"),
+        "start": span.get("startTimeUnixNano"),
+        "end": span.get("endTimeUnixNano"),
+        "scale": 1,
+        "status": _STATUS.get(code, "UNSET"),
+        "message": status.get("message"),
+        "attrs": _key_values(span.get("attributes")),
+        "exception": _key_values(exception.get("attributes")) if exception else {},
+        "json": span,
+    }
+
+
+def _key_values(items: Any) -> dict[str, Any]:
+    return {item["key"]: _any_value(item.get("value") or {}) for item in items or []}
+
+
+def _any_value(value: dict[str, Any]) -> Any:
+    for kind, raw in value.items():
+        if kind == "intValue":
+            return int(raw)
+        if kind == "doubleValue":
+            return float(raw)
+        if kind == "arrayValue":
+            return [_any_value(v) for v in (raw or {}).get("values") or []]
+        if kind == "kvlistValue":
+            return _key_values((raw or {}).get("values"))
+        return raw
+    return None
+
+
+def _jaeger_spans(path: Path, sink: RejectSink) -> Iterator[tuple[str, dict[str, Any]]]:
+    document = read_json_document(path, what="spans")
+    traces = document.get("data") if isinstance(document, dict) else None
+    if not isinstance(traces, list):
+        raise SchemaError(
+            'spans: Jaeger JSON must be an object with a "data" list of traces',
+            value=str(path),
+            fix="export from the Jaeger UI (Download JSON) or /api/traces",
+        )
+    for i, trace in enumerate(traces):
+        spans = trace.get("spans") if isinstance(trace, dict) else None
+        if not isinstance(spans, list):
+            sink.add(f"{path.name}:data[{i}]", "Jaeger trace without a spans list", trace)
+            continue
+        for j, span in enumerate(spans):
+            location = f"{path.name}:data[{i}].spans[{j}]"
+            try:
+                yield location, _from_jaeger(span)
+            except _SHAPE_ERRORS as err:
+                sink.add(location, f"span cannot be decoded ({err!r})", json.dumps(span))
+
+
+def _from_jaeger(span: dict[str, Any]) -> dict[str, Any]:
+    tags = {t["key"]: _jaeger_value(t) for t in span.get("tags") or []}
+    refs = [r for r in span.get("references") or [] if r.get("refType") == "CHILD_OF"]
+    status = str(tags.get("otel.status_code", "ERROR" if tags.get("error") is True else "UNSET"))
+    logs = [
+        {f["key"]: _jaeger_value(f) for f in log.get("fields") or []}
+        for log in span.get("logs") or []
+    ]
+    exception = next(
+        (log for log in logs if log.get("event") == "exception" or "exception.type" in log), {}
+    )
+    start, duration = span.get("startTime"), span.get("duration")
+    return {
+        "trace": span.get("traceID"),
+        "span": span.get("spanID"),
+        "parent": refs[0].get("spanID") if refs else None,
+        "name": span.get("operationName"),
+        "start": start,
+        "end": None if start is None or duration is None else int(start) + int(duration),
+        "scale": 1000,
+        "status": status.upper() if status.upper() in ("OK", "ERROR") else "UNSET",
+        "message": tags.get("otel.status_description"),
+        "attrs": {k: v for k, v in tags.items() if k not in _JAEGER_TAGS},
+        "exception": exception,
+        "json": span,
+    }
+
+
+def _jaeger_value(tag: dict[str, Any]) -> Any:
+    value = tag.get("value")
+    if tag.get("type") == "int64" and isinstance(value, str):
+        return int(value)
+    return value
+
+
+def _row(
+    raw: dict[str, Any], location: str, sink: RejectSink, *, payloads: tuple[str, ...]
+) -> tuple[Any, ...] | None:
+    """Check one decoded span and turn it into a row, or reject it."""
+    required = {"trace id": raw["trace"], "span id": raw["span"], "name": raw["name"]}
+    required["start time"] = raw["start"]
+    missing = [what for what, value in required.items() if value in (None, "")]
+    if missing:
+        sink.add(location, f"span lacks its {', '.join(missing)}", _text(raw))
+        return None
+    trace_id, span_id = _norm_id(raw["trace"], 32), _norm_id(raw["span"], 16)
+    parent = None if raw["parent"] in (None, "") else _norm_id(raw["parent"], 16)
+    for what, value, norm in (("trace", raw["trace"], trace_id), ("span", raw["span"], span_id)):
+        if norm is None:
+            sink.add(
+                location,
+                f"bad {what} id {value!r}: not hex or base64 of the right length",
+                _text(raw),
+            )
+            return None
+    if parent is None and raw["parent"] not in (None, ""):
+        sink.add(location, f"bad parent span id {raw['parent']!r}", _text(raw))
+        return None
+    try:
+        start = int(raw["start"]) * raw["scale"]
+        end = None if raw["end"] in (None, "", 0, "0") else int(raw["end"]) * raw["scale"]
+    except (TypeError, ValueError):
+        sink.add(location, "start or end time is not an integer", _text(raw))
+        return None
+    reason = None
+    if end is not None and end < start:
+        reason = "span ends before it starts"
+    elif not 0 <= start < _MAX_NS or (end is not None and end >= _MAX_NS):
+        reason = "start or end time out of range (nanoseconds since 1970 before 2262)"
+    if reason:
+        sink.add(location, reason, _text(raw))
+        return None
+    attrs = dict(raw["attrs"])
+    for key in ("exception.type", "exception.message"):
+        if key in raw["exception"]:
+            attrs[key] = raw["exception"][key]
+    call_id = attrs.get("gen_ai.tool_call.id", attrs.get("gen_ai.tool.call.id"))
+    row = (
+        trace_id,
+        span_id,
+        parent,
+        str(raw["name"]),
+        start,
+        end,
+        raw["status"],
+        raw["message"] or None,
+        attrs.get("gen_ai.operation.name"),
+        attrs.get("gcp.vertex.agent.invocation_id"),
+        attrs.get("gcp.vertex.agent.session_id", attrs.get("gen_ai.conversation.id")),
+        attrs.get("gen_ai.agent.name"),
+        attrs.get("gen_ai.tool.name"),
+        None if call_id == "<not specified>" else call_id,
+        {
+            k: (v if k in payloads else REDACTED) if k in PAYLOAD_KEYS else v
+            for k, v in attrs.items()
+        },
+        location,
+    )
+    return row
+
+
+def _text(raw: dict[str, Any]) -> str:
+    return json.dumps(raw["json"], default=str)
+
+
+def _norm_id(value: Any, width: int) -> str | None:
+    """Lowercase hex ``width`` wide from hex (16-wide trace ids are padded) or base64."""
+    text = str(value).strip()
+    if _HEX.fullmatch(text) and (len(text) == width or (width == 32 and len(text) == 16)):
+        return text.lower().zfill(width)
+    try:
+        data = base64.b64decode(text.replace("-", "+").replace("_", "/"), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return data.hex() if len(data) == width // 2 else None
+
+
+def _drop_duplicates(frame: pd.DataFrame, sink: RejectSink) -> pd.DataFrame:
+    dup = frame.duplicated(["trace_id", "span_id"], keep="first")
+    if dup.any():
+        key = frame["trace_id"] + "/" + frame["span_id"]
+        first = frame.loc[~dup].set_index(key[~dup])["location"]
+        reasons = "duplicate span (trace/span id already read at " + key[dup].map(first) + ")"
+        raws = key[dup] + " " + frame.loc[dup, "name"]
+        sink.add_many(frame.loc[dup, "location"], reasons, raws)
+    return frame.loc[~dup].reset_index(drop=True)
+
+
+def _derive(frame: pd.DataFrame) -> pd.DataFrame:
+    """Add ``kind``; fill agent and tool names from span names where attributes lack them."""
+    name, op = frame["name"].astype("str"), frame["op"].astype("str")
+    by_name = np.select(
+        [
+            name.eq("invocation") | name.str.startswith("invoke_workflow "),
+            name.str.startswith("invoke_agent ") | name.str.fullmatch(r"agent_run(?: \[.*\])?"),
+            name.eq("call_llm") | name.str.startswith("generate_content "),
+            name.str.startswith("execute_tool "),
+        ],
+        [SpanKind.INVOCATION, SpanKind.INVOKE_AGENT, SpanKind.CALL_LLM, SpanKind.EXECUTE_TOOL],
+        default=SpanKind.OTHER,
+    )
+    kind = op.map(_OP_KIND).astype(object).fillna(pd.Series(by_name, index=frame.index))
+    # Legacy Python: call_llm wraps generate_content; count the model call once.
+    key = frame["trace_id"] + frame["span_id"]
+    parent_kind = (frame["trace_id"] + frame["parent_span_id"]).map(pd.Series(kind.values, key))
+    generate = op.eq("generate_content") | name.str.startswith("generate_content ")
+    kind = kind.mask(generate & parent_kind.eq(SpanKind.CALL_LLM), SpanKind.OTHER)
+    agents = name.str.extract(r"^(?:invoke_agent (.+)|agent_run \[(.+)\])$")
+    agent = agents[0].fillna(agents[1])
+    tool = name.str.extract(r"^execute_tool (.+)$")[0]
+    return frame.assign(
+        kind=kind.astype("str"),
+        agent_name=frame["agent_name"].fillna(agent.where(kind.eq(SpanKind.INVOKE_AGENT))),
+        tool_name=frame["tool_name"].fillna(tool.where(kind.eq(SpanKind.EXECUTE_TOOL))),
+    )
+
+
+def _propagate(frame: pd.DataFrame, col: str) -> pd.Series:
+    """Fill ``col`` on every span of a trace whose spans name exactly one value."""
+    groups = frame.groupby("trace_id", sort=False)[col]
+    single = groups.transform("nunique").eq(1)
+    return frame[col].where(frame[col].notna() | ~single, groups.transform("first"))
+
+
+def _filter(frame: pd.DataFrame, filters: Filters) -> pd.DataFrame:
+    keep = pd.Series(True, index=frame.index)
+    if filters.window is not None:
+        keep &= frame["start"].ge(filters.window.start) & frame["start"].lt(filters.window.end)
+    if filters.session_ids:
+        keep &= frame["session_id"].isin(filters.session_ids)
+    if filters.invocation_ids:
+        keep &= frame["invocation_id"].isin(filters.invocation_ids)
+    return frame.loc[keep]

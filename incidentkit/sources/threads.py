@@ -1,0 +1,188 @@
+"""JVM thread dumps: ``jcmd <pid> Thread.print`` (also jstack / kill -3 output) and the text
+form of ``jcmd <pid> Thread.dump_to_file``, which also lists virtual threads (an unnamed one is
+called by its id, ``#30``). One row per thread; ``frames`` excludes lock and monitor lines.
+
+HotSpot prints the dump time as the JVM's local wall clock without a zone. It is read as UTC
+when the manifest says ``naive_timestamps = "utc"``; otherwise a UTC time in the file name
+(``dump-2026-11-29T03:12:01Z.txt``) fixes the JVM's UTC offset (rounded to 15 minutes), which
+then applies to every dump of the file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from incidentkit.errors import SchemaError, SourceError
+from incidentkit.frames import conform
+from incidentkit.manifest import Filters, SourceSpec
+from incidentkit.sources.base import Loaded, RejectSink, iter_lines
+
+UNKNOWN = "UNKNOWN"
+_LOCAL_TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
+_ISO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)$")
+_HOTSPOT_HEADER = re.compile(r'^"(?P<name>.*)"\s+(?P<rest>.*\b(?:tid|nid)=.*)$')
+_PLAIN_HEADER = re.compile(r'^(?P<id>#\d+) "(?P<name>.*)"(?: virtual)?$')
+_TRAILER = re.compile(r"^(?:JNI global ref|Found one Java-level deadlock|Found \d+ deadlock)")
+_FILE_TIME = re.compile(
+    r"(\d{4}-\d\d-\d\d)T(\d\d)[-:]?(\d\d)[-:]?(\d\d)(?:[.,](\d+))?(Z|[+-]\d\d(?::?\d\d)?)"
+)
+_STEP = pd.Timedelta(minutes=15)
+
+
+@dataclass
+class _Thread:
+    name: str
+    lineno: int
+    state: str = UNKNOWN
+    frames: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Dump:
+    plain: bool  # Thread.dump_to_file text form
+    time: str | None
+    lineno: int
+    threads: list[_Thread] = field(default_factory=list)
+    ended: bool = False
+
+
+def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | None = None) -> Loaded:
+    """Read every dump file of ``spec`` (in order) into the ``threads`` frame."""
+    sink = RejectSink("threads")
+    rows: list[dict[str, object]] = []
+    for path in spec.paths:
+        dumps = _parse(path, sink)
+        times = _times(dumps, path, sink, utc=spec.naive_timestamps == "utc")
+        for i, (dump, taken_at) in enumerate(zip(dumps, times, strict=True)):
+            name = path.name if len(dumps) == 1 else f"{path.name}#{i + 1}"
+            rows += [
+                {
+                    "dump": name,
+                    "taken_at": taken_at,
+                    "thread": thread.name,
+                    "state": thread.state,
+                    "top_frame": thread.frames[0] if thread.frames else None,
+                    "frames": tuple(thread.frames),
+                }
+                for thread in dump.threads
+            ]
+    frame = pd.DataFrame(rows, columns=["dump", "taken_at", "thread", "state", "top_frame"])
+    frame["frames"] = pd.Series([row["frames"] for row in rows], dtype=object)
+    frame["taken_at"] = pd.to_datetime(frame["taken_at"], utc=True).dt.as_unit("ns")
+    if filters.window is not None:  # a dump of unknown time is kept (it was reported)
+        taken = frame["taken_at"]
+        inside = taken.ge(filters.window.start) & taken.lt(filters.window.end)
+        frame = frame.loc[inside | taken.isna()].reset_index(drop=True)
+    return Loaded(frames={"threads": conform("threads", frame)}, rejects=sink.frame())
+
+
+def _parse(path: Path, sink: RejectSink) -> list[_Dump]:
+    """The dumps of one file, thread by thread; unreadable headers go to ``sink``."""
+    dumps: list[_Dump] = []
+    dump: _Dump | None = None
+    thread: _Thread | None = None  # the open thread block
+    skipping = in_smr = False
+    pending_time: str | None = None
+    previous, last_complete = 0, True
+    for lineno, text, complete in iter_lines(path, what="threads"):
+        if lineno != previous + 1:  # a blank line closes a thread block
+            thread, skipping = None, False
+        previous, last_complete = lineno, complete
+        line = text.strip()
+        if _LOCAL_TIME.match(line):
+            pending_time = line
+        elif line.startswith("Full thread dump") or _ISO_TIME.match(line):
+            plain = not line.startswith("Full thread dump")
+            dump = _Dump(plain, line if plain else pending_time, lineno)
+            dumps.append(dump)
+            thread, skipping, in_smr, pending_time = None, False, False, None
+        elif dump is None or dump.ended:
+            continue  # text around the dumps: pid line, command echo, heap summary
+        elif in_smr:
+            in_smr = line != "}"
+        elif line.startswith("Threads class SMR info"):
+            in_smr = True
+        elif _TRAILER.match(line):
+            dump.ended, thread = True, None
+        elif line.startswith('"') or (dump.plain and line.startswith("#")):
+            match = (_PLAIN_HEADER if dump.plain else _HOTSPOT_HEADER).match(line)
+            thread, skipping = None, match is None
+            if match is None:
+                sink.add(
+                    f"{path.name}:{lineno}",
+                    "thread header cannot be parsed (its stack lines are skipped)",
+                    text,
+                )
+            else:
+                # unnamed virtual threads are known by their id, e.g. "#30"
+                thread = _Thread(match["name"] or match.groupdict().get("id") or "", lineno)
+                dump.threads.append(thread)
+        elif thread is not None and not skipping:
+            if line.startswith("java.lang.Thread.State:"):
+                words = line.split(":", 1)[1].split()
+                thread.state = words[0] if words else UNKNOWN
+            elif line.startswith("at "):
+                thread.frames.append(line[3:])
+            elif dump.plain:
+                thread.frames.append(line)
+    if not dumps:
+        raise SourceError(
+            f"threads: {path.name} holds no thread dump",
+            value=str(path),
+            fix="give the output of jcmd <pid> Thread.print (or Thread.dump_to_file -format=text)",
+        )
+    last = dumps[-1]
+    if thread is not None and (not last_complete or not last.plain):
+        sink.add(
+            f"{path.name}:{thread.lineno}",
+            f"dump truncated: the file ends inside the block of thread {thread.name!r}; "
+            "its stack may be incomplete",
+            None,
+        )
+    return dumps
+
+
+def _times(
+    dumps: list[_Dump], path: Path, sink: RejectSink, *, utc: bool
+) -> list[pd.Timestamp | None]:
+    """The UTC time each dump was taken (see the module docstring)."""
+    local = [None if d.plain or d.time is None else pd.Timestamp(d.time) for d in dumps]
+    found = _FILE_TIME.search(path.name)
+    named = None
+    if found:
+        day, hh, mm, ss, frac, zone = found.groups()
+        named = pd.Timestamp(f"{day}T{hh}:{mm}:{ss}{'.' + frac if frac else ''}{zone}")
+    known = [t for t in local if t is not None]
+    offset = pd.Timedelta(0)
+    if known and not utc:
+        if named is None:
+            raise SchemaError(
+                f"threads: {path.name} gives its dump time in the JVM's local time, without a zone",
+                value=str(known[0]),
+                fix='say naive_timestamps = "utc" in [threads] if the JVM ran in UTC, or '
+                "put the dump's UTC time in the file name, e.g. dump-2026-11-29T03:12:01Z.txt",
+            )
+        named_utc = named.tz_convert("UTC").tz_localize(None)
+        offset = round((named_utc - known[0]) / _STEP) * _STEP
+    times: list[pd.Timestamp | None] = []
+    for dump, wall in zip(dumps, local, strict=True):
+        if dump.plain:
+            times.append(pd.Timestamp(dump.time).tz_convert("UTC"))
+        elif wall is not None:
+            times.append((wall + offset).tz_localize("UTC"))
+        elif named is not None and len(dumps) == 1:
+            times.append(named.tz_convert("UTC"))
+        else:
+            times.append(None)
+            sink.add(
+                f"{path.name}:{dump.lineno}",
+                "dump has no timestamp line before 'Full thread dump'; its threads have no "
+                "taken_at (put the dump's UTC time in the file name)",
+                None,
+            )
+    return times

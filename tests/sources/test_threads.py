@@ -1,0 +1,160 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from incidentkit.errors import SchemaError, SourceError
+from incidentkit.frames import spec_of
+from incidentkit.manifest import Filters, SourceSpec, Window
+from incidentkit.sources import threads
+from incidentkit.sources.base import Loaded
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "threads"
+NAMED = "dump-2026-11-29T03-12-01Z.txt"
+
+
+def load(*paths: str | Path, naive: str = "error", filters: Filters | None = None) -> Loaded:
+    spec = SourceSpec("threads", paths=tuple(DATA / p for p in paths), naive_timestamps=naive)
+    return threads.load(spec, filters or Filters())
+
+
+def frame(*paths: str | Path, **kwargs: object) -> pd.DataFrame:
+    loaded = load(*paths, **kwargs)  # type: ignore[arg-type]
+    assert loaded.rejects.empty, loaded.rejects.to_dict("records")
+    return loaded.frames["threads"]
+
+
+def utc(text: str) -> pd.Timestamp:
+    return pd.Timestamp(text).tz_convert("UTC").as_unit("ns")
+
+
+def test_one_row_per_thread_with_state_and_stack() -> None:
+    got = frame(NAMED)
+    assert list(got.columns) == spec_of("threads").names
+    assert got["thread"].tolist() == [
+        "main",
+        "Reference Handler",
+        "RxCachedThreadScheduler-3",
+        "RxCachedThreadScheduler-4",
+        "http-nio-8080-exec-1",
+        "VM Thread",
+        "GC Thread#0",
+    ]
+    assert got["state"].tolist() == [
+        "WAITING",
+        "RUNNABLE",
+        "RUNNABLE",
+        "RUNNABLE",
+        "TIMED_WAITING",
+        "UNKNOWN",
+        "UNKNOWN",
+    ]
+    assert got["dump"].eq(NAMED).all()
+    rx = got.set_index("thread").loc["RxCachedThreadScheduler-3"]
+    assert rx["top_frame"] == "sun.nio.ch.Net.poll(java.base@17.0.12/Native Method)"
+    assert len(rx["frames"]) == 9  # the "- locked" line and the synchronizers are not frames
+    assert rx["frames"][7] == "com.example.tools.OrderLookupTool.call(OrderLookupTool.java:57)"
+    assert all(not f.startswith(("- ", "at ")) for frames in got["frames"] for f in frames)
+    vm = got.set_index("thread").loc["VM Thread"]
+    assert pd.isna(vm["top_frame"])
+    assert vm["frames"] == ()
+
+
+def test_utc_time_in_the_file_name_fixes_the_jvm_offset() -> None:
+    # the header says 04:12:01 (JVM at UTC+1); the file name says 03:12:01Z
+    assert frame(NAMED)["taken_at"].eq(utc("2026-11-29T03:12:01Z")).all()
+
+
+def test_file_name_offset_applies_to_every_dump_of_the_file(tmp_path: Path) -> None:
+    # the name was stamped a few seconds off: the header keeps its precision
+    named = tmp_path / "threads-2026-11-29T04:12:03+01:00.txt"
+    shutil.copy(DATA / "two_dumps.txt", named)
+    got = load(named).frames["threads"]
+    assert got["taken_at"].unique().tolist() == [
+        utc("2026-11-29T03:12:01Z"),
+        utc("2026-11-29T03:12:11Z"),
+    ]
+
+
+def test_several_dumps_in_one_file_are_numbered() -> None:
+    got = frame("two_dumps.txt", naive="utc")
+    assert got["dump"].tolist() == ["two_dumps.txt#1", "two_dumps.txt#1", "two_dumps.txt#2"]
+    assert got["taken_at"].tolist() == [
+        utc("2026-11-29T03:12:01Z"),
+        utc("2026-11-29T03:12:01Z"),
+        utc("2026-11-29T03:12:11Z"),
+    ]
+    carrier = got.set_index("thread").loc["ForkJoinPool-1-worker-1"]
+    assert carrier["state"] == "WAITING"
+    assert carrier["frames"] == (
+        "jdk.internal.vm.Continuation.run(java.base@21.0.4/Continuation.java:248)",
+        "java.lang.VirtualThread.runContinuation(java.base@21.0.4/VirtualThread.java:221)",
+    )
+    same = got.groupby("thread")["top_frame"].nunique()
+    assert same["RxCachedThreadScheduler-3"] == 1
+
+
+def test_local_dump_time_without_utc_hint_is_a_schema_error() -> None:
+    with pytest.raises(SchemaError, match=r"naive_timestamps = \"utc\".*dump-2026-11-29T03:12:01Z"):
+        load("two_dumps.txt")
+
+
+def test_dump_to_file_text_lists_virtual_threads() -> None:
+    got = frame("virtual.txt")
+    assert got["thread"].tolist() == ["main", "#30", "#119"]
+    assert got["taken_at"].eq(utc("2026-11-29T03:12:01.531274Z")).all()
+    assert got["state"].eq("UNKNOWN").all()
+    assert got["top_frame"].iloc[1] == (
+        "java.base/java.lang.VirtualThread.parkNanos(VirtualThread.java:640)"
+    )
+    assert len(got["frames"].iloc[1]) == 3
+    assert got["frames"].iloc[2] == ()
+
+
+def test_truncated_dump_keeps_the_thread_and_reports_it() -> None:
+    loaded = load("truncated.txt", naive="utc")
+    got = loaded.frames["threads"]
+    assert got["thread"].tolist() == ["main", "RxCachedThreadScheduler-3"]
+    assert got["state"].tolist() == ["WAITING", "UNKNOWN"]
+    assert loaded.rejects["location"].tolist() == ["truncated.txt:9"]
+    assert (
+        loaded.rejects["reason"]
+        .iloc[0]
+        .startswith(
+            "dump truncated: the file ends inside the block of thread 'RxCachedThreadScheduler-3'"
+        )
+    )
+
+
+def test_unparsable_header_is_rejected_and_deadlock_report_is_not_threads() -> None:
+    loaded = load("bad_header.txt", naive="utc")
+    assert loaded.frames["threads"]["thread"].tolist() == ["pool-2-thread-2"]
+    assert loaded.rejects[["location", "reason"]].to_dict("records") == [
+        {
+            "location": "bad_header.txt:4",
+            "reason": "thread header cannot be parsed (its stack lines are skipped)",
+        }
+    ]
+    assert loaded.rejects["raw"].iloc[0].startswith('"pool-2-thread-1 #12')
+
+
+def test_file_without_a_dump_and_missing_file() -> None:
+    with pytest.raises(SourceError, match=r"not_a_dump\.txt holds no thread dump"):
+        load("not_a_dump.txt")
+    with pytest.raises(SourceError, match="file not found"):
+        load("absent.txt")
+
+
+def test_files_are_read_in_order_and_window_filters_dumps() -> None:
+    both = frame("virtual.txt", "two_dumps.txt", naive="utc")
+    assert both["dump"].drop_duplicates().tolist() == [
+        "virtual.txt",
+        "two_dumps.txt#1",
+        "two_dumps.txt#2",
+    ]
+    window = Window(utc("2026-11-29T03:12:05Z"), utc("2026-11-29T03:13:00Z"))
+    late = frame("virtual.txt", "two_dumps.txt", naive="utc", filters=Filters(window=window))
+    assert late["dump"].tolist() == ["two_dumps.txt#2"]
