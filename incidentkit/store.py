@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -26,7 +27,7 @@ _DYNAMIC_JSON = (
     .with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
 )
 _UUID = sa.String(36).with_variant(postgresql.UUID(as_uuid=False), "postgresql")
-_TSTZ = sa.DateTime(timezone=True)
+_TSTZ = sa.DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 _NAIVE = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 _K = sa.String(128)
 
@@ -177,19 +178,26 @@ def _write(engine: Engine, table: sa.Table, rows: Sequence[Mapping[str, Any]]) -
         if conn.dialect.name == "postgresql":
             _copy_in(conn, table, rows)
         else:
-            # sa.JSON columns serialise themselves; TEXT-typed JSON needs the text.
+            # sa.JSON columns serialise themselves; TEXT-typed JSON needs the text. SQLite and
+            # MySQL keep no zone: times are stored as UTC wall time (read with naive = "utc").
             text_json = {col.name for col in table.columns if col.type is _DYNAMIC_JSON}
             conn.execute(
                 table.insert(),
                 [
                     {
-                        k: json.dumps(v) if k in text_json and v is not None else v
+                        k: json.dumps(v) if k in text_json and v is not None else _utc_wall(v)
                         for k, v in row.items()
                     }
                     for row in rows
                 ],
             )
     return len(rows)
+
+
+def _utc_wall(value: Any) -> Any:
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value.astimezone(UTC).replace(tzinfo=None)
+    return value
 
 
 def _copy_in(conn: sa.Connection, table: sa.Table, rows: Sequence[Mapping[str, Any]]) -> None:

@@ -35,7 +35,7 @@ def _try_connect(url: str) -> str | None:
             conn.execute(sa.text("SELECT 1"))
         engine.dispose()
         return None
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - the reason is reported, not hidden
         return str(err).splitlines()[0]
 
 
@@ -55,16 +55,16 @@ def pg_admin_url() -> str:
 def _fresh_database(admin_url: str, prefix: str) -> Iterator[str]:
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    quoted = admin.dialect.identifier_preparer.quote_identifier(name)
     with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        charset = " CHARACTER SET utf8mb4" if admin.dialect.name != "postgresql" else ""
+        conn.execute(sa.text(f"CREATE DATABASE {quoted}{charset}"))
     try:
         yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
     finally:
         with admin.connect() as conn:
-            if admin.dialect.name == "postgresql":
-                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            else:
-                conn.execute(sa.text(f"DROP DATABASE IF EXISTS `{name}`"))
+            force = " WITH (FORCE)" if admin.dialect.name == "postgresql" else ""
+            conn.execute(sa.text(f"DROP DATABASE IF EXISTS {quoted}{force}"))
         admin.dispose()
 
 

@@ -154,20 +154,18 @@ def parse_times(
         reasons[present & numbers.isna()] = f"timestamp is not a number of {unit}"
         times = pd.to_datetime(numbers, unit=unit, utc=True).dt.as_unit("ns")
         return times, reasons
-    as_text = values.map(_as_iso_text, na_action="ignore")
-    has_offset = as_text.str.contains(_OFFSET, na=False)
-    if naive == "error":
-        reasons[present & ~has_offset] = "timestamp without a UTC offset"
-        usable = present & has_offset
-    else:
-        usable = present
     times = pd.Series(pd.NaT, index=index, dtype=TS)
-    if usable.any():
-        parsed = pd.to_datetime(
-            as_text[usable], format="ISO8601", utc=True, errors="coerce"
-        ).dt.as_unit("ns")
-        times[usable] = parsed
-        reasons[usable & times.isna()] = "not an ISO 8601 timestamp"
+    if not present.any():
+        return times, reasons
+    as_text = values[present].map(_as_iso_text).astype("str")
+    parsed = pd.to_datetime(as_text, format="ISO8601", utc=True, errors="coerce")
+    unreadable = parsed.isna()
+    reasons[unreadable[unreadable].index] = "not an ISO 8601 timestamp"
+    if naive == "error":
+        offsetless = ~unreadable & ~as_text.str.contains(_OFFSET, na=False)
+        reasons[offsetless[offsetless].index] = "timestamp without a UTC offset"
+        parsed[offsetless] = pd.NaT
+    times[present] = parsed.dt.as_unit("ns")
     return times, reasons
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
 from incidentkit.errors import SchemaError, SourceError
 from incidentkit.manifest import Filters
@@ -60,13 +60,9 @@ def open_engine(url: str, *, what: str) -> Engine:
         elif backend in ("mysql", "mariadb"):
             if parsed.drivername in ("mysql", "mariadb"):
                 parsed = parsed.set(drivername="mysql+pymysql")
-            engine = sa.create_engine(
-                parsed,
-                poolclass=sa.pool.NullPool,
-                connect_args={
-                    "init_command": "SET SESSION TRANSACTION READ ONLY, time_zone = '+00:00'"
-                },
-            )
+            engine = sa.create_engine(parsed, poolclass=sa.pool.NullPool)
+            # Two statements: MySQL/MariaDB cannot combine TRANSACTION with variables in one SET.
+            sa.event.listen(engine, "connect", _mysql_read_only)
         else:
             raise SourceError(
                 f"{what}: database kind not supported",
@@ -82,13 +78,19 @@ def open_engine(url: str, *, what: str) -> Engine:
     return engine
 
 
+def _mysql_read_only(dbapi_conn: Any, _record: Any) -> None:
+    with dbapi_conn.cursor() as cursor:
+        cursor.execute("SET SESSION TRANSACTION READ ONLY")
+        cursor.execute("SET SESSION time_zone = '+00:00'")
+
+
 @contextmanager
 def connect(engine: Engine, *, what: str) -> Iterator[Connection]:
     """A connection in a read-only transaction; connection failures become SourceError."""
     safe = engine.url.render_as_string(hide_password=True)
     try:
         conn = engine.connect()
-    except OperationalError as err:
+    except DBAPIError as err:
         reason = str(err.orig).strip().splitlines()[0] if err.orig else str(err)
         raise SourceError(
             f"{what}: cannot connect to the database",
@@ -171,8 +173,9 @@ def where(
     if filters.window is not None and on.time:
         time_col = prefix + quote(conn, on.time)
         clauses.append(f"{time_col} >= :w_start AND {time_col} < :w_end")
-        params["w_start"] = filters.window.start.to_pydatetime()
-        params["w_end"] = filters.window.end.to_pydatetime()
+        # Python datetimes hold microseconds: widen the window to whole microseconds.
+        params["w_start"] = filters.window.start.floor("us").to_pydatetime()
+        params["w_end"] = filters.window.end.ceil("us").to_pydatetime()
     if filters.app_name is not None and on.app_name:
         clauses.append(f"{prefix}{quote(conn, on.app_name)} = :app_name")
         params["app_name"] = filters.app_name

@@ -1,0 +1,178 @@
+"""Benchmark bulk reads of a ledger table from PostgreSQL: COPY, read_sql, the kit.
+
+    .venv/bin/python benchmarks/bench_sql_read.py [--rows N]      # default 1,000,000
+
+Creates a scratch database on the server of ``INCIDENTKIT_TEST_DATABASE_URL`` (default: the
+local trust-auth server), loads N synthetic ``agent_run`` rows (a ~300-byte jsonb request each)
+with COPY FROM, then times, each in its own process so peak RSS is per case:
+
+    a  raw psycopg ``COPY (SELECT ...) TO STDOUT`` into a BytesIO (the baseline)
+    b  ``pandas.read_sql`` of the same query
+    c  the kit's ``sql.read_frame`` (COPY, then ``read_csv``; values stay text)
+    d  the kit's full ``ledger.load`` (read, parse times and JSON, check, sort, conform)
+
+It prints rows/s, time against the baseline and each process's peak RSS, then drops the
+database. The imports-only line shows what every process pays before reading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+ADMIN_URL = os.environ.get("INCIDENTKIT_TEST_DATABASE_URL") or (
+    "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+COLUMNS = (
+    "run_id, app_name, user_id, session_id, invocation_id, request, status, owner, "
+    "lease_until, attempts, started_at, updated_at"
+)
+QUERY = f"SELECT {COLUMNS} FROM agent_run"
+CASES = {
+    "imports": "imports only (no read)",
+    "a": "psycopg COPY TO STDOUT",
+    "b": "pandas.read_sql",
+    "c": "kit sql.read_frame",
+    "d": "kit ledger.load",
+}
+STATUSES = ("DONE", "DONE", "DONE", "RUNNING", "FAILED", "PAUSED", "PARKED")
+FILLER = "Please send invoice {i} to the customer and confirm the amount, the due date "
+FILLER += "and the billing address on file; attach the usual terms and cc accounts payable. "
+
+
+def populate(url: str, rows: int, chunk: int = 50_000) -> None:
+    """Create agent_run and COPY ``rows`` synthetic runs into it."""
+    from incidentkit import store
+
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    store.create_tables(engine, store.kit_metadata)
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        with cursor.copy(f"COPY agent_run ({COLUMNS}) FROM STDIN (FORMAT csv)") as copy:  # type: ignore[attr-defined]
+            for start in range(0, rows, chunk):
+                copy.write(_csv_block(start, min(start + chunk, rows)))
+        cursor.execute("ANALYZE agent_run")
+        raw.commit()
+    finally:
+        raw.close()
+        engine.dispose()
+
+
+def _csv_block(start: int, stop: int) -> str:
+    lines = []
+    base = 1_795_000_000.0  # 2026-11-18
+    for i in range(start, stop):
+        request = json.dumps(
+            {"role": "user", "parts": [{"text": FILLER.format(i=i)}], "n": i}
+        ).replace('"', '""')
+        started = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(base + i // 2))
+        updated = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(base + i // 2 + 30))
+        status = STATUSES[i % len(STATUSES)]
+        owner, lease = ("", "") if status == "DONE" else (f"worker-{i % 8}", f"{updated}Z")
+        lines.append(
+            f'{uuid.UUID(int=i + 1)},billing,u-{i % 977},s-{i // 4},e-{i},"{request}",{status},'
+            f"{owner},{lease},{i % 4},{started}Z,{updated}Z\n"
+        )
+    return "".join(lines)
+
+
+def run_case(case: str, url: str) -> dict[str, Any]:
+    """Run one case in this process; returns rows, seconds and peak RSS."""
+    import pandas as pd
+
+    from incidentkit.manifest import Filters, SourceSpec
+    from incidentkit.sources import ledger, sql
+
+    started = time.perf_counter()
+    rows = 0
+    if case == "a":
+        import psycopg
+
+        conninfo = make_url(url).set(drivername="postgresql").render_as_string(False)
+        buffer = io.BytesIO()
+        statement = f"COPY ({QUERY}) TO STDOUT (FORMAT csv, HEADER)"
+        with (
+            psycopg.connect(conninfo) as conn,
+            conn.cursor() as cursor,
+            cursor.copy(statement) as copy,
+        ):
+            for block in copy:
+                buffer.write(block)
+        rows = buffer.getvalue().count(b"\n") - 1
+    elif case == "b":
+        engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+        with engine.connect() as conn:
+            rows = len(pd.read_sql(sa.text(QUERY), conn))
+        engine.dispose()
+    elif case == "c":
+        engine = sql.open_engine(url, what="bench")
+        with sql.connect(engine, what="bench") as conn:
+            rows = len(sql.read_frame(conn, QUERY, {}, what="bench"))
+        engine.dispose()
+    elif case == "d":
+        loaded = ledger.load(SourceSpec("ledger", url_ref=url), Filters())
+        rows = len(loaded.frames["runs"]) + len(loaded.rejects)
+    seconds = time.perf_counter() - started
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    return {"rows": rows, "seconds": seconds, "peak_mb": peak_kb / 1024}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--case", choices=sorted(CASES), help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.case:
+        print(json.dumps(run_case(args.case, args.url)))
+        return
+
+    name = f"ik_bench_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    try:
+        started = time.perf_counter()
+        populate(url, args.rows)
+        load_s = time.perf_counter() - started
+        print(f"{args.rows:,} rows into {name} by COPY FROM in {load_s:.1f} s", flush=True)
+        results = {}
+        for case in CASES:
+            out = subprocess.run(
+                [sys.executable, __file__, "--case", case, "--url", url],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            results[case] = json.loads(out.stdout.strip().splitlines()[-1])
+        base = results["a"]["seconds"]
+        print(f"{'case':<30}{'rows':>11}{'seconds':>9}{'rows/s':>11}{'x COPY':>8}{'peak RSS':>11}")
+        for case, label in CASES.items():
+            r = results[case]
+            rate = f"{r['rows'] / r['seconds']:,.0f}" if r["rows"] else "-"
+            ratio = f"{r['seconds'] / base:.1f}" if r["rows"] else "-"
+            print(
+                f"{case + ' ' + label:<30}{r['rows']:>11,}{r['seconds']:>9.2f}{rate:>11}"
+                f"{ratio:>8}{r['peak_mb']:>8.0f} MB"
+            )
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+if __name__ == "__main__":
+    main()

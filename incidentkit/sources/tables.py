@@ -1,0 +1,363 @@
+"""Table-shaped sources shared by the ledger and the journal: a SQL table, CSV or JSON lines.
+
+A :class:`Layout` describes one canonical frame: which columns a source must have, which hold
+timestamps, JSON or integers, the statuses a row may carry, and the span of time a row was
+active (``window``). :func:`load_table` reads the rows through the manifest's column mapping,
+with the filters in SQL as bound parameters (or applied in pandas for files), rejects rows it
+cannot read, and returns the conformed frame in a fixed order.
+
+Time filter: a row is kept when it was active in the window, ``start < window.end`` and
+(``end >= window.start`` or its status is still open), so a run that died before the window and
+is still RUNNING stays visible. Rows whose times are null or unreadable pass the filter and are
+rejected with a reason. Empty text counts as missing, as CSV cannot tell the two apart.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from sqlalchemy.engine import Connection
+
+from incidentkit.errors import ManifestError, SchemaError, SourceError
+from incidentkit.frames import conform, spec_of
+from incidentkit.manifest import Filters, SourceSpec
+from incidentkit.sources import sql
+from incidentkit.sources.base import (
+    Loaded,
+    RejectSink,
+    canonical_json,
+    parse_json_values,
+    parse_times,
+    read_json_lines,
+)
+
+_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How one canonical frame is read from a table-shaped source."""
+
+    section: str
+    frame: str
+    table: str
+    key: str
+    optional: tuple[str, ...]
+    not_null: tuple[str, ...]
+    times: tuple[str, ...]
+    json: tuple[str, ...]
+    ints: tuple[str, ...]
+    statuses: tuple[str, ...]
+    open_statuses: tuple[str, ...]
+    window: tuple[str, str]
+    filters: sql.Predicates
+    order: tuple[str, ...]
+
+    @property
+    def columns(self) -> list[str]:
+        return spec_of(self.frame).names
+
+
+def load_table(
+    layout: Layout, spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | None
+) -> Loaded:
+    """Read ``spec`` into the ``layout.frame`` frame and its rejects."""
+    names = column_names(layout, spec)
+    sink = RejectSink(layout.section)
+    if spec.is_database:
+        raw, prefix, exact = _read_sql(layout, spec, names, filters, environ)
+        where = raw[layout.key].fillna(f"<no {layout.key}>")  # table:key, built when needed
+    else:
+        raw, where = _read_files(layout, spec, names, sink)
+        prefix, exact = "", False
+    # Missing is None (parse_times fails on an all-NaN column); empty text is missing.
+    raw = raw.astype(object).where(raw.notna() & raw.ne(""), None).reset_index(drop=True)
+    where = prefix + where.astype(str).reset_index(drop=True)
+    frame, reasons = _normalise(layout, raw, naive=spec.naive_timestamps)
+    if not exact:
+        keep = filter_mask(layout, frame, filters)
+        frame, raw, reasons, where = (part[keep] for part in (frame, raw, reasons, where))
+    reasons = _duplicates(layout, frame, reasons, where)
+    bad = reasons.notna()
+    for location, reason, row in zip(
+        where[bad], reasons[bad], raw[bad].to_dict("records"), strict=True
+    ):
+        sink.add(location, reason, canonical_json(row))
+    good = frame[~bad].sort_values(list(layout.order), kind="stable", na_position="last")
+    return Loaded(
+        frames={layout.frame: conform(layout.frame, good.reset_index(drop=True))},
+        rejects=sink.frame(),
+    )
+
+
+def column_names(layout: Layout, spec: SourceSpec) -> dict[str, str]:
+    """Canonical column name → the source's name, from the manifest's ``columns`` table."""
+    unknown = sorted(set(spec.columns) - set(layout.columns))
+    if unknown:
+        raise ManifestError(
+            f"[{spec.section}] columns maps names the {layout.frame} frame does not have",
+            value=unknown,
+            fix=f"map only these canonical names: {', '.join(layout.columns)}",
+        )
+    return {col: spec.columns.get(col, col) for col in layout.columns}
+
+
+def _needed(layout: Layout, spec: SourceSpec) -> list[str]:
+    return [c for c in layout.columns if c not in layout.optional or c in spec.columns]
+
+
+def _read_sql(
+    layout: Layout,
+    spec: SourceSpec,
+    names: dict[str, str],
+    filters: Filters,
+    environ: Mapping[str, str] | None,
+) -> tuple[pd.DataFrame, str, bool]:
+    table = spec.table or layout.table
+    what = f"[{spec.section}] {spec.location()}" + ("" if spec.table else f" table {table}")
+    engine = sql.open_engine(spec.url(environ), what=what)
+    try:
+        with sql.connect(engine, what=what) as conn:
+            info = sql.require_table(
+                conn, table, [names[c] for c in _needed(layout, spec)], what=what
+            )
+            present = [c for c in layout.columns if names[c] in info.columns]
+            naive = sorted(
+                names[c]
+                for c in layout.times
+                if c in present and names[c] in info.naive_time_columns
+            )
+            if naive and spec.naive_timestamps != "utc":
+                raise SchemaError(
+                    f"{what}: columns store timestamps without a time zone",
+                    value=naive,
+                    fix=f'if they hold UTC, set naive_timestamps = "utc" in the manifest\'s '
+                    f"[{spec.section}] section; otherwise convert them to a time-zone-aware type",
+                )
+            query, params = _select(conn, layout, names, present, table, filters)
+            raw = sql.read_frame(conn, query, params, what=what)
+            dialect = conn.dialect.name
+    finally:
+        engine.dispose()
+    # Only PostgreSQL compares exactly; MySQL collations fold case and trailing spaces, and
+    # SQLite times are compared as julianday doubles with a second of slack.
+    return raw.reindex(columns=layout.columns), f"{table}:", dialect == "postgresql"
+
+
+def _select(
+    conn: Connection,
+    layout: Layout,
+    names: dict[str, str],
+    present: list[str],
+    table: str,
+    filters: Filters,
+) -> tuple[str, dict[str, Any]]:
+    """The SELECT of the present columns, named canonically, with every filter bound."""
+    q = sql.quote
+    on = layout.filters
+    mapped = sql.Predicates(
+        app_name=on.app_name and names[on.app_name],
+        session_id=on.session_id and names[on.session_id],
+        invocation_id=on.invocation_id and names[on.invocation_id],
+    )
+    where, params = sql.where(conn, filters, mapped)
+    clauses = [where.removeprefix(" WHERE ")] if where else []
+    if filters.window is not None:
+        start, end = (q(conn, names[c]) for c in layout.window)
+        low, high = filters.window.start, filters.window.end
+        if conn.dialect.name == "sqlite":
+            # SQLite stores time as text; julianday() reads ISO 8601 with offsets as UTC.
+            start, end = f"julianday({start})", f"julianday({end})"
+            bound = "julianday(:{})"
+            slack = pd.Timedelta(seconds=1)
+            params["win_start"] = (low - slack).strftime("%Y-%m-%d %H:%M:%S.%f")
+            params["win_end"] = (high + slack).strftime("%Y-%m-%d %H:%M:%S.%f")
+        else:
+            bound = ":{}"
+            wall = conn.dialect.name != "postgresql"  # MySQL DATETIME compares UTC wall times
+            for name, stamp in (("win_start", low), ("win_end", high)):
+                params[name] = (stamp.tz_localize(None) if wall else stamp).to_pydatetime()
+        opened = [f"open_{i}" for i in range(len(layout.open_statuses))]
+        params.update(zip(opened, layout.open_statuses, strict=True))
+        status = q(conn, names["status"])
+        clauses.append(
+            f"({start} IS NULL OR {start} < {bound.format('win_end')}) AND ({end} IS NULL OR "
+            f"{end} >= {bound.format('win_start')} OR {status} IN "
+            f"({', '.join(':' + n for n in opened)}))"
+        )
+    columns = ", ".join(f"{q(conn, names[c])} AS {q(conn, c)}" for c in present)
+    query = f"SELECT {columns} FROM {q(conn, table)}"
+    return (query + " WHERE " + " AND ".join(clauses) if clauses else query), params
+
+
+def _read_files(
+    layout: Layout, spec: SourceSpec, names: dict[str, str], sink: RejectSink
+) -> tuple[pd.DataFrame, pd.Series]:
+    frames, locations = [], []
+    for path in spec.paths:
+        fmt = spec.format or _FORMATS.get(path.suffix.lower())
+        what = f"[{spec.section}] {path}"
+        if fmt == "csv":
+            raw, where = read_csv_rows(path, sink, what=what)
+        elif fmt == "jsonl":
+            records, where = read_json_lines(path, sink, what=what)
+            raw = pd.DataFrame.from_records(records) if records else pd.DataFrame()
+        else:
+            raise ManifestError(
+                f"[{spec.section}] cannot tell the format of a file from its name",
+                value=str(path),
+                fix='say format = "csv" or format = "jsonl" in the manifest section',
+            )
+        missing = [names[c] for c in _needed(layout, spec) if names[c] not in raw.columns]
+        if missing and (fmt == "csv" or len(raw)):
+            raise SchemaError(
+                f"{what}: the {fmt.upper()} {'header' if fmt == 'csv' else 'records'} lack columns",
+                value=missing,
+                fix=f"it has {sorted(map(str, raw.columns))}; map your names with columns = "
+                '{ canonical = "yours" } in the manifest',
+            )
+        renamed = raw.rename(columns={names[c]: c for c in layout.columns})
+        frames.append(renamed.reindex(columns=layout.columns).astype(object))
+        locations.append(pd.Series(where, dtype=object))
+    return pd.concat(frames, ignore_index=True), pd.concat(locations, ignore_index=True)
+
+
+def read_csv_rows(path: Path, sink: RejectSink, *, what: str) -> tuple[pd.DataFrame, list[str]]:
+    """Read a CSV file with a header row as text; ragged rows become rejects."""
+    try:
+        handle = path.open("r", encoding="utf-8-sig", errors="strict", newline="")
+    except FileNotFoundError as err:
+        raise SourceError(
+            f"{what}: file not found", value=str(path), fix="check the path in the manifest"
+        ) from err
+    header: list[str] | None = None
+    rows: list[list[str]] = []
+    locations: list[str] = []
+    with handle:
+        reader = csv.reader(handle, strict=True)
+        last = 0
+        try:
+            for record in reader:
+                start, last = last + 1, reader.line_num
+                if not record or (len(record) == 1 and not record[0].strip()):
+                    continue
+                if header is None:
+                    header = record
+                elif len(record) != len(header):
+                    sink.add(
+                        f"{path.name}:{start}",
+                        f"expected {len(header)} fields, got {len(record)}",
+                        ",".join(record),
+                    )
+                else:
+                    rows.append(record)
+                    locations.append(f"{path.name}:{start}")
+        except (csv.Error, UnicodeDecodeError) as err:
+            raise SourceError(
+                f"{what}: unreadable CSV after line {last} ({err})",
+                value=str(path),
+                fix="export the file again as UTF-8 CSV with a header row",
+            ) from err
+    if header is None:
+        raise SchemaError(
+            f"{what}: the CSV file has no header row",
+            value=str(path),
+            fix="export it with a header naming the columns",
+        )
+    return pd.DataFrame(rows, columns=header, dtype=object), locations
+
+
+def _normalise(layout: Layout, raw: pd.DataFrame, *, naive: Any) -> tuple[pd.DataFrame, pd.Series]:
+    """Parse every column to its canonical type; ``reasons`` says why a row cannot be used."""
+    reasons = pd.Series(None, index=raw.index, dtype=object)
+    out: dict[str, pd.Series] = {}
+    for col in layout.columns:
+        values = raw[col]
+        if col in (*layout.times, *layout.json):
+            if col in layout.times:
+                out[col], why = parse_times(values, naive=naive)
+            else:
+                out[col], why = parse_json_values(values)
+            reasons = _note(reasons, why.notna(), f"{col}: ", why)
+        elif col in layout.ints:
+            if pd.api.types.infer_dtype(values, skipna=True) not in _NO_BOOLS:
+                values = values.mask(values.map(type).eq(bool))  # JSON true is no integer
+            numbers = pd.to_numeric(values, errors="coerce")
+            whole = numbers.notna() & numbers.eq(numbers.round())
+            bad = raw[col].notna() & ~whole
+            reasons = _note(reasons, bad, f"{col} is not an integer: ", raw[col])
+            out[col] = numbers.where(whole, 0).astype("int64")
+        else:
+            out[col] = values
+    for col in layout.not_null:
+        reasons = _note(reasons, raw[col].isna(), f"missing {col}")
+    status = raw["status"]
+    unknown = status.notna() & ~status.isin(layout.statuses)
+    if unknown.any():
+        allowed = f" is not one of {', '.join(layout.statuses)}"
+        reasons = _note(reasons, unknown, "status ", status[unknown].astype(str) + allowed)
+    return pd.DataFrame(out, index=raw.index), reasons
+
+
+_NO_BOOLS = {"string", "integer", "floating", "mixed-integer-float", "decimal", "empty"}
+
+
+def _note(
+    reasons: pd.Series, mask: pd.Series, reason: str, detail: pd.Series | None = None
+) -> pd.Series:
+    """Add ``reason`` (+ ``detail`` of the row) to the rows in ``mask``, after earlier ones."""
+    if not mask.any():
+        return reasons
+    new = pd.Series(reason, index=reasons.index[mask], dtype=object)
+    if detail is not None:
+        new = new + detail.reindex(new.index).astype(str).astype(object)
+    old = reasons[mask]
+    out = reasons.copy()
+    out[mask] = new.where(old.isna(), old + "; " + new)
+    return out
+
+
+def filter_mask(layout: Layout, frame: pd.DataFrame, filters: Filters) -> pd.Series:
+    """The filters of the SQL query, as a boolean mask over parsed rows."""
+    keep = pd.Series(True, index=frame.index)
+    on = layout.filters
+    if filters.app_name is not None and on.app_name:
+        keep &= frame[on.app_name].eq(filters.app_name)
+    for values, col in (
+        (filters.session_ids, on.session_id),
+        (filters.invocation_ids, on.invocation_id),
+    ):
+        if values and col:
+            keep &= frame[col].isin(values)
+    if filters.window is not None:
+        start, end = (frame[c] for c in layout.window)
+        keep &= (start.isna() | start.lt(filters.window.end)) & (
+            end.isna() | end.ge(filters.window.start) | frame["status"].isin(layout.open_statuses)
+        )
+    return keep.astype(bool)
+
+
+def _duplicates(
+    layout: Layout, frame: pd.DataFrame, reasons: pd.Series, where: pd.Series
+) -> pd.Series:
+    """Reject all but the last-updated row of each key (ties: the first read)."""
+    valid = frame[reasons.isna()]
+    if not valid[layout.key].duplicated().any():
+        return reasons
+    latest = valid.sort_values(layout.window[1], ascending=False, kind="stable")
+    dup = latest[layout.key].duplicated(keep="first")
+    kept = latest[~dup]
+    kept_at = pd.Series(where[kept.index].to_numpy(), index=kept[layout.key].to_numpy())
+    mask = pd.Series(False, index=reasons.index)
+    mask[latest.index[dup]] = True
+    return _note(
+        reasons,
+        mask,
+        f"duplicate {layout.key}; kept the row updated last, at ",
+        frame[layout.key].map(kept_at),
+    )
