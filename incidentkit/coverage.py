@@ -85,7 +85,7 @@ class Coverage:
 def _iso(value: Any) -> str | None:
     if value is None or pd.isna(value):
         return None
-    return str(pd.Timestamp(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+    return str(pd.Timestamp(value).strftime("%Y-%m-%dT%H:%M:%S.%f"))[:-3] + "Z"
 
 
 def measure(evidence: Evidence) -> Coverage:
@@ -198,12 +198,12 @@ def render_text(report: Coverage) -> str:
         lines.append(f"manifest: {report.manifest}")
     if report.window:
         lines.append(f"window:   {report.window[0]} .. {report.window[1]} (UTC)")
-    lines += ["", f"{'frame':<13}{'source':<13}{'rows':>9}  {'from':<27}{'to':<27}"]
+    lines += ["", f"{'frame':<13}{'source':<13}{'rows':>9}  {'from':<26}{'to'}"]
     for frame in report.frames:
         if frame.status == "loaded":
             lines.append(
                 f"{frame.frame:<13}{frame.source:<13}{frame.rows:>9}  "
-                f"{frame.start or '-':<27}{frame.end or '-':<27}"
+                f"{frame.start or '-':<26}{frame.end or '-'}"
             )
         else:
             lines.append(f"{frame.frame:<13}{frame.source:<13}{'-':>9}  {frame.status}")
@@ -219,6 +219,6 @@ def render_text(report: Coverage) -> str:
     if not report.joins:
         lines.append("  (needs two or more sources)")
     for gap in report.joins:
-        example = f"  e.g. {', '.join(gap.examples)}" if gap.count else ""
+        example = f"  e.g. {', '.join(gap.examples[:2])}" if gap.count else ""
         lines.append(f"  {gap.name:<44}{gap.count:>7} of {gap.total:<7}{example}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(line.rstrip() for line in lines) + "\n"

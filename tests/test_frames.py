@@ -25,10 +25,14 @@ def test_timestamps_are_utc_nanoseconds() -> None:
 
 
 def test_conform_orders_casts_and_fills_flags() -> None:
-    raw = pd.DataFrame({
-        "raw": ["x" * 900, None], "reason": ["bad", "worse"],
-        "location": ["a.jsonl:1", "a.jsonl:2"], "source": ["events", "events"],
-    })
+    raw = pd.DataFrame(
+        {
+            "raw": ["x" * 900, None],
+            "reason": ["bad", "worse"],
+            "location": ["a.jsonl:1", "a.jsonl:2"],
+            "source": ["events", "events"],
+        }
+    )
     out = frames.conform("rejects", raw)
     assert list(out.columns) == ["source", "location", "reason", "raw"]
     assert out["raw"].isna().tolist() == [False, True]
@@ -40,10 +44,16 @@ def test_conform_names_missing_columns() -> None:
 
 
 def test_conform_refuses_naive_timestamps() -> None:
-    frame = pd.DataFrame({
-        "dump": ["d"], "taken_at": [pd.Timestamp("2026-11-29 03:00")], "thread": ["t"],
-        "state": ["RUNNABLE"], "top_frame": [None], "frames": [()],
-    })
+    frame = pd.DataFrame(
+        {
+            "dump": ["d"],
+            "taken_at": [pd.Timestamp("2026-11-29 03:00")],
+            "thread": ["t"],
+            "state": ["RUNNABLE"],
+            "top_frame": [None],
+            "frames": [()],
+        }
+    )
     with pytest.raises(SchemaError, match="not timezone-aware"):
         frames.conform("threads", frame)
 
@@ -76,9 +86,13 @@ def test_rejects_frame_truncates_raw() -> None:
 
 
 def test_conform_keeps_row_order_of_a_sorted_or_filtered_frame() -> None:
-    raw = pd.DataFrame({
-        "source": ["a", "b", "c"], "location": ["1", "2", "3"], "reason": ["x", "y", "z"],
-        "raw": ["p", "q", "r"],
-    })
+    raw = pd.DataFrame(
+        {
+            "source": ["a", "b", "c"],
+            "location": ["1", "2", "3"],
+            "reason": ["x", "y", "z"],
+            "raw": ["p", "q", "r"],
+        }
+    )
     assert frames.conform("rejects", raw.iloc[::-1])["source"].tolist() == ["c", "b", "a"]
     assert frames.conform("rejects", raw.iloc[[2]])["location"].tolist() == ["3"]

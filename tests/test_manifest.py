@@ -52,8 +52,14 @@ def test_full_manifest_parses(tmp_path: Path) -> None:
     assert manifest.filters.window.start == pd.Timestamp("2026-11-29T02:30:00Z")
     assert manifest.filters.app_name == "support"
     assert manifest.filters.session_ids == ("s-1", "s-2")
-    assert set(manifest.sources) == {"ledger", "events", "journal", "spans", "diagnostics",
-                                     "threads"}
+    assert set(manifest.sources) == {
+        "ledger",
+        "events",
+        "journal",
+        "spans",
+        "diagnostics",
+        "threads",
+    }
     ledger = manifest.sources["ledger"]
     assert ledger.is_database and ledger.table == "agent_run"
     assert ledger.columns == {"status": "state"}
@@ -77,7 +83,7 @@ def test_env_url_resolves_only_from_the_named_variable(tmp_path: Path) -> None:
 
 def test_literal_password_is_refused_with_pointer_to_env(tmp_path: Path) -> None:
     text = '[ledger]\nurl = "postgresql://alice:s3cret@db.internal/prod"\n'
-    with pytest.raises(ManifestError, match='literal password.*env:NAME') as info:
+    with pytest.raises(ManifestError, match="literal password.*env:NAME") as info:
         load_manifest(write(tmp_path, text))
     assert "s3cret" not in str(info.value)
 
@@ -102,10 +108,16 @@ def test_sqlite_path_becomes_a_database(tmp_path: Path) -> None:
         ('[ledger]\npath = "a.csv"\ncolour = "red"\n', r"unknown keys: \['colour'\]"),
         ('flavour = 1\n[ledger]\npath = "a.csv"\n', r"unknown keys: \['flavour'\]"),
         ('title = "x"\n', "names no evidence source"),
-        ('window = { start = "2026-11-29T02:30:00", end = "2026-11-29T04:00:00Z" }\n'
-         '[ledger]\npath = "a.csv"\n', "naive datetime"),
-        ('window = { start = "2026-11-29T05:00:00Z", end = "2026-11-29T04:00:00Z" }\n'
-         '[ledger]\npath = "a.csv"\n', "window ends before it starts"),
+        (
+            'window = { start = "2026-11-29T02:30:00", end = "2026-11-29T04:00:00Z" }\n'
+            '[ledger]\npath = "a.csv"\n',
+            "naive datetime",
+        ),
+        (
+            'window = { start = "2026-11-29T05:00:00Z", end = "2026-11-29T04:00:00Z" }\n'
+            '[ledger]\npath = "a.csv"\n',
+            "window ends before it starts",
+        ),
         ('[ledger]\nurl = "env:not-a-name"\n', "invalid environment variable"),
         ('[ledger]\npath = "a.csv"\ncolumns = { status = 3 }\n', "columns must map"),
         ('[ledger\npath = "a.csv"\n', "not valid TOML"),

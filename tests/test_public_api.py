@@ -4,9 +4,20 @@ import incidentkit
 
 # The verbs and nouns a notebook uses. Changing this set is an API change: update it on purpose.
 PUBLIC = {
-    "FRAMES", "Evidence", "Filters", "IncidentkitError", "ManifestError", "NotebookError",
-    "ParameterError", "SchemaError", "SimulationError", "SourceError", "Window", "empty",
-    "load_manifest", "open_evidence",
+    "FRAMES",
+    "Evidence",
+    "Filters",
+    "IncidentkitError",
+    "ManifestError",
+    "NotebookError",
+    "ParameterError",
+    "SchemaError",
+    "SimulationError",
+    "SourceError",
+    "Window",
+    "empty",
+    "load_manifest",
+    "open_evidence",
 }
 
 

@@ -1,0 +1,96 @@
+"""The rows an event's content and actions give: calls, responses, state writes and text.
+
+Each builder takes the flattened parts (or deltas) of a chunk of records, with ``owner`` the
+record each item belongs to, and keeps only the items of records that were not rejected.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from incidentkit.frames import StateScope
+from incidentkit.sources.adk_columns import Bools, Ints, Records, explode, mask, not_of, pluck
+from incidentkit.sources.base import canonical_json
+
+REMOVED = "__ADK_SENTINEL_REMOVED__"
+"""How ADK Java writes a deleted state key in ``stateDelta`` (JSON null means the same)."""
+_SCOPES = {
+    f"{scope.value}:": scope.value for scope in (StateScope.APP, StateScope.USER, StateScope.TEMP)
+}
+_SESSION = StateScope.SESSION.value
+
+
+def texts(items: Records, owner: Ints, n: int) -> Any:
+    """Each record's non-thought text parts, joined (None when it has none)."""
+    out = np.full(n, None, dtype=object)
+    values = items.get(("text",))
+    keep = mask(values, bool) & ~mask(items.get(("thought",)), bool)
+    wrong = not_of(values, (str, type(None)))
+    if wrong is not None:
+        keep &= ~wrong
+    series = pd.Series(values, dtype=object)[keep]
+    series.index = owner[keep]
+    single = ~series.index.duplicated(keep=False)
+    out[series.index[single]] = series[single].to_numpy()
+    if not single.all():
+        joined = series[~single].groupby(level=0).agg("".join)
+        out[joined.index] = joined.to_numpy()
+    return out
+
+
+def calls_frame(
+    calls: list[Any], rows: Bools, owner: Ints, part_no: Ints, pos: Ints, lr_ids: list[Any]
+) -> pd.DataFrame:
+    """One row per functionCall part in ``rows``; long-running when its id is in the event's
+    ``longRunningToolIds``."""
+    found = [calls[i] for i in np.flatnonzero(rows)]
+    ids, args = pluck(found, ("id",)), pluck(found, ("args",))
+    owners = owner[rows]
+    return pd.DataFrame(
+        {
+            "pos": pos[owners],
+            "part_no": part_no[rows],
+            "call_id": ids,
+            "name": pluck(found, ("name",)),
+            "args": pd.Series(args, dtype=object),
+            "args_key": [canonical_json(a) for a in args],
+            "long_running": [i in lr_ids[o] for i, o in zip(ids, owners, strict=True)],
+        }
+    )
+
+
+def responses_frame(
+    responses: list[Any], rows: Bools, owner: Ints, part_no: Ints, pos: Ints
+) -> pd.DataFrame:
+    """One row per functionResponse part in ``rows``."""
+    found = [responses[i] for i in np.flatnonzero(rows)]
+    return pd.DataFrame(
+        {
+            "pos": pos[owner[rows]],
+            "part_no": part_no[rows],
+            "call_id": pluck(found, ("id",)),
+            "name": pluck(found, ("name",)),
+            "response": pd.Series(pluck(found, ("response",)), dtype=object),
+        }
+    )
+
+
+def state_writes_frame(deltas: list[Any], pos: Ints, keep: Bools) -> pd.DataFrame:
+    """One row per stateDelta key; the Java sentinel or a JSON null marks a removal."""
+    kept = [d if ok else None for d, ok in zip(deltas, keep, strict=True)]
+    owner, _, items = explode([list(d.items()) if d else None for d in kept])
+    values = [v for _, v in items]
+    removed = mask(values, lambda v: v is None or (type(v) is str and v == REMOVED))
+    keys = [k for k, _ in items]
+    return pd.DataFrame(
+        {
+            "pos": pos[owner],
+            "key": keys,
+            "scope": [_SCOPES.get(k[: k.find(":") + 1], _SESSION) for k in keys],
+            "value": pd.Series(values, dtype=object).where(~removed, None),
+            "removed": removed,
+        }
+    )

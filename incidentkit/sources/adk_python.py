@@ -1,0 +1,152 @@
+"""ADK Python session stores: ``DatabaseSessionService`` schema v1 and ``SqliteSessionService``.
+
+Both keep one row per event in ``events`` with the whole event as snake_case JSON in
+``event_data``. The schema version comes from ``adk_internal_metadata``; a v0 store (pickled
+``actions``) is refused with the migration command, never unpickled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import pandas as pd
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from incidentkit.errors import SchemaError
+from incidentkit.manifest import Filters
+from incidentkit.sources import sql
+from incidentkit.sources.adk_events import PYTHON_DB_V1, PYTHON_SQLITE, Batch, Origin
+from incidentkit.sources.base import parse_times
+
+EVENTS_TABLE = "events"
+METADATA_TABLE = "adk_internal_metadata"
+SUPPORTED_VERSION = "1"
+COLUMNS = ("id", "app_name", "user_id", "session_id", "invocation_id", "timestamp", "event_data")
+TimeKind = Literal["aware", "naive", "epoch"]
+
+
+def is_python_store(conn: Connection) -> bool:
+    """Whether the database holds an ADK Python ``events`` table (any schema version)."""
+    inspector = sa.inspect(conn)
+    if not inspector.has_table(EVENTS_TABLE):
+        return False
+    names = {col["name"] for col in inspector.get_columns(EVENTS_TABLE)}
+    return "event_data" in names or "actions" in names
+
+
+def read(conn: Connection, filters: Filters, *, what: str) -> Batch:
+    """The filtered events of an ADK Python store, as a raw batch for the normaliser."""
+    origin, time_kind = _detect(conn, what=what)
+    sql.require_table(conn, EVENTS_TABLE, COLUMNS, what=what)
+    clause, params = sql.where(
+        conn,
+        filters,
+        sql.Predicates(
+            time="timestamp",
+            app_name="app_name",
+            session_id="session_id",
+            invocation_id="invocation_id",
+        ),
+    )
+    q = {name: sql.quote(conn, name) for name in COLUMNS}
+    # Equal times keep SqliteSessionService's own read order (rowid); else the id decides.
+    tie = "rowid" if origin is PYTHON_SQLITE else q["id"]
+    query = (
+        f"SELECT {q['id']} AS event_id, {q['app_name']}, {q['user_id']}, {q['session_id']}, "
+        f"{q['invocation_id']}, {q['timestamp']} AS ts, {q['event_data']} "
+        f"FROM {sql.quote(conn, EVENTS_TABLE)}{clause} "
+        f"ORDER BY {q['app_name']}, {q['user_id']}, {q['session_id']}, {q['timestamp']}, {tie}"
+    )
+    frame = sql.read_frame(conn, query, window_params(conn, params, time_kind), what=what)
+    frame = frame.reindex(columns=["event_id", *COLUMNS[1:5], "ts", "event_data"])
+    times, _ = (
+        parse_times(frame["ts"], unit="s")
+        if time_kind == "epoch"
+        else parse_times(frame["ts"], naive="utc")
+    )
+    where = EVENTS_TABLE + ":" + frame["session_id"].astype(str) + "/"
+    meta = frame[["event_id", "app_name", "user_id", "session_id", "invocation_id"]].assign(
+        location=where + frame["event_id"].astype(str), ts=times
+    )
+    return Batch(values=frame["event_data"], meta=meta, origin=origin)
+
+
+def _detect(conn: Connection, *, what: str) -> tuple[Origin, TimeKind]:
+    """Which store this is and how its ``timestamp`` column keeps time; refuse other versions."""
+    inspector = sa.inspect(conn)
+    if not inspector.has_table(EVENTS_TABLE):
+        raise SchemaError(
+            f"{what}: no ADK Python events table",
+            value=EVENTS_TABLE,
+            fix="point the manifest at the database of DatabaseSessionService or "
+            "SqliteSessionService (adk web keeps it in <agent>/.adk/session.db)",
+        )
+    types = {col["name"]: col["type"] for col in inspector.get_columns(EVENTS_TABLE)}
+    if inspector.has_table(METADATA_TABLE):
+        version = _schema_version(conn, what=what)
+    elif "actions" in types and "event_data" not in types:
+        version = "0"
+    else:
+        version = SUPPORTED_VERSION
+    if version == "0":
+        raise SchemaError(
+            f"{what}: the ADK Python session store uses schema version 0 (pickled actions), "
+            "which incidentkit does not read",
+            value=version,
+            fix="migrate it to schema v1 with ADK >= 1.22.1: adk migrate session "
+            "--source_db_url=<this database> --dest_db_url=<a new database>, then point the "
+            "manifest at the new one (incidentkit never unpickles stored data)",
+        )
+    if version != SUPPORTED_VERSION:
+        raise SchemaError(
+            f"{what}: unknown ADK Python session schema version",
+            value=version,
+            fix=f"incidentkit reads schema version {SUPPORTED_VERSION}; upgrade incidentkit, or "
+            "export the events with ADK as session JSON (adk-session-json)",
+        )
+    stamp = types.get("timestamp")
+    if isinstance(stamp, sa.DateTime):
+        return PYTHON_DB_V1, "aware" if stamp.timezone else "naive"
+    if isinstance(stamp, sa.Float | sa.Numeric | sa.Integer):
+        return PYTHON_SQLITE, "epoch"
+    return PYTHON_DB_V1, "naive"
+
+
+def _schema_version(conn: Connection, *, what: str) -> str:
+    key = sql.quote(conn, "key")
+    row = conn.execute(
+        sa.text(
+            f"SELECT {sql.quote(conn, 'value')} FROM {sql.quote(conn, METADATA_TABLE)} "
+            f"WHERE {key} = :key"
+        ),
+        {"key": "schema_version"},
+    ).first()
+    if row is None:
+        raise SchemaError(
+            f"{what}: {METADATA_TABLE} has no schema_version row",
+            value=METADATA_TABLE,
+            fix="check that this is an ADK DatabaseSessionService database",
+        )
+    return str(row[0])
+
+
+def window_params(conn: Connection, params: Mapping[str, Any], kind: TimeKind) -> dict[str, Any]:
+    """Window bounds in the form a time column compares with.
+
+    ``aware`` columns take UTC datetimes as built by ``sql.where``; ``naive`` columns store UTC
+    without an offset (SQLite as text in SQLAlchemy's format); ``epoch`` columns hold seconds.
+    """
+    out = dict(params)
+    if "w_start" not in out or kind == "aware":
+        return out
+    for name in ("w_start", "w_end"):
+        stamp = pd.Timestamp(out[name]).tz_convert("UTC")
+        if kind == "epoch":
+            out[name] = stamp.timestamp()
+        elif conn.dialect.name == "sqlite":
+            out[name] = stamp.strftime("%Y-%m-%d %H:%M:%S.%f")
+        else:
+            out[name] = stamp.tz_localize(None).to_pydatetime()
+    return out

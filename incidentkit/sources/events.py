@@ -1,0 +1,250 @@
+"""The events section: ADK session events from files or databases into four frames.
+
+Sources (``format`` in the manifest, detected when absent):
+
+- ``adk-java-json``: ADK Java ``Event.toJson()`` as JSON lines (each line carrying ``appName``,
+  ``userId`` and ``sessionId``), or a Java ``Session`` document (or a list of them);
+- ``sql``: a table of ADK Java events (default ``adk_event``; ``columns`` maps its names);
+- ``adk-python-db``: ADK Python ``DatabaseSessionService`` (schema v1) or
+  ``SqliteSessionService`` stores, on PostgreSQL, MySQL/MariaDB or SQLite;
+- ``adk-session-json``: ``adk run --save_session`` output (a Python ``Session`` by alias).
+
+Every source ends in :func:`incidentkit.sources.adk_events.normalise`, so the same events give
+equal frames whatever they were stored in (``source_format`` says which reader saw them).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from sqlalchemy.engine import Connection
+
+from incidentkit.errors import ManifestError, SchemaError, SourceError
+from incidentkit.manifest import Filters, SourceSpec
+from incidentkit.sources import adk_python, sql
+from incidentkit.sources.adk_columns import pluck
+from incidentkit.sources.adk_events import (
+    JAVA_JSON,
+    MS_THRESHOLD,
+    PYTHON_SESSION_JSON,
+    Batch,
+    Origin,
+    collector_paused,
+    normalise,
+)
+from incidentkit.sources.base import (
+    Loaded,
+    RejectSink,
+    iter_lines,
+    read_json_document,
+    read_json_lines,
+)
+
+WHAT = "events"
+JAVA_TABLE = "adk_event"
+JAVA_COLUMNS = ("event_id", "app_name", "user_id", "session_id", "invocation_id", "ts", "event")
+_DATABASE_FORMATS = ("sql", "adk-python-db")
+_DETECT_SAMPLE = 1000
+
+
+def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | None = None) -> Loaded:
+    """Load the events section into ``events``, ``calls``, ``responses`` and ``state_writes``."""
+    sink = RejectSink(WHAT)
+    if spec.is_database:
+        batches = [_read_database(spec, filters, environ)]
+    else:
+        if spec.format in _DATABASE_FORMATS:
+            raise SourceError(
+                f"{WHAT}: format {spec.format} reads a database, but the manifest gives files",
+                value=spec.location(),
+                fix='give url = "env:NAME" (or a .db/.sqlite path), or drop the format',
+            )
+        batches = [batch for path in spec.paths if (batch := _read_file(path, spec.format, sink))]
+    frames = normalise(batches, filters, sink, apply_filters=not spec.is_database)
+    return Loaded(frames=frames, rejects=sink.frame())
+
+
+# -- databases ---------------------------------------------------------------------------------
+
+
+def _read_database(spec: SourceSpec, filters: Filters, environ: Mapping[str, str] | None) -> Batch:
+    if spec.format == "adk-session-json":
+        raise SourceError(
+            f"{WHAT}: format adk-session-json reads files, but the manifest gives a database",
+            value=spec.location(),
+            fix="give path = <the saved session JSON>, or use format adk-python-db",
+        )
+    if spec.format == "adk-python-db" and (spec.table or spec.columns):
+        raise ManifestError(
+            "[events] table and columns do not apply to an ADK Python session store",
+            value={"table": spec.table, "columns": dict(spec.columns)},
+            fix="remove them: ADK Python's tables (events, adk_internal_metadata) are fixed",
+        )
+    engine = sql.open_engine(spec.url(environ), what=WHAT)
+    try:
+        with sql.connect(engine, what=WHAT) as conn:
+            if _is_python_store(conn, spec):
+                return adk_python.read(conn, filters, what=WHAT)
+            return _read_java_table(conn, spec, filters)
+    finally:
+        engine.dispose()
+
+
+def _is_python_store(conn: Connection, spec: SourceSpec) -> bool:
+    """ADK Python's store or a Java event table: from the format, else from the tables.
+
+    A named table, a column mapping or an ``adk_event`` table mean ADK Java's layout.
+    """
+    if spec.format == "adk-python-db":
+        return True
+    if spec.format is not None or spec.table or spec.columns:
+        return False
+    if sql.inspect_table(conn, JAVA_TABLE, what=WHAT) is not None:
+        return False
+    if adk_python.is_python_store(conn):
+        return True
+    raise SchemaError(
+        f"{WHAT}: no ADK event table in the database",
+        value=f"{spec.location()} (looked for {JAVA_TABLE} and ADK Python's events)",
+        fix="name the table with table = ... (a table of ADK Java event JSON), or point at an "
+        "ADK Python session store",
+    )
+
+
+def _read_java_table(conn: Connection, spec: SourceSpec, filters: Filters) -> Batch:
+    """The filtered rows of a table of ADK Java event JSON, in a stable order."""
+    table = spec.table or JAVA_TABLE
+    unknown = sorted(set(spec.columns) - set(JAVA_COLUMNS))
+    if unknown:
+        raise ManifestError(
+            "[events] columns maps names that are not columns of an event table",
+            value=unknown,
+            fix=f"map only these canonical names to yours: {', '.join(JAVA_COLUMNS)}",
+        )
+    names = {col: spec.columns.get(col, col) for col in JAVA_COLUMNS}
+    info = sql.require_table(conn, table, list(names.values()), what=WHAT)
+    q = {col: sql.quote(conn, name) for col, name in names.items()}
+    clause, params = sql.where(
+        conn,
+        filters,
+        sql.Predicates(
+            time=names["ts"],
+            app_name=names["app_name"],
+            session_id=names["session_id"],
+            invocation_id=names["invocation_id"],
+        ),
+    )
+    kind: adk_python.TimeKind = "naive" if names["ts"] in info.naive_time_columns else "aware"
+    selected = ("event_id", "app_name", "user_id", "session_id", "event")
+    query = (
+        f"SELECT {', '.join(f'{q[col]} AS {sql.quote(conn, col)}' for col in selected)} "
+        f"FROM {sql.quote(conn, table)}{clause} ORDER BY {q['app_name']}, {q['user_id']}, "
+        f"{q['session_id']}, {q['ts']}, {q['event_id']}"
+    )
+    frame = sql.read_frame(
+        conn, query, adk_python.window_params(conn, params, kind), what=WHAT
+    ).reindex(columns=list(selected))
+    meta = frame[["event_id", "app_name", "user_id", "session_id"]].assign(
+        location=table + ":" + frame["event_id"].astype(str)
+    )
+    return Batch(values=frame["event"], meta=meta, origin=JAVA_JSON)
+
+
+# -- files -------------------------------------------------------------------------------------
+
+
+def _read_file(path: Path, fmt: str | None, sink: RejectSink) -> Batch | None:
+    """One JSON-lines file or session document; None when the file is empty."""
+    shape = _peek(path)
+    if shape is None:
+        return None
+    if shape == "document":
+        with collector_paused():
+            doc = read_json_document(path, what=WHAT)
+        return _read_sessions(path, doc, fmt)
+    with collector_paused():
+        records, locations = read_json_lines(path, sink, what=WHAT)
+    values = pd.Series(records, dtype=object)
+    return Batch(values, pd.DataFrame({"location": locations}), _origin(fmt, records))
+
+
+def _peek(path: Path) -> str | None:
+    """``"lines"``, ``"document"`` (a session or a list of them), or None for an empty file."""
+    line = next(iter_lines(path, what=WHAT), None)  # the generator closes the file on release
+    if line is None:
+        return None
+    first = line[1].strip()
+    if first.startswith("["):
+        return "document"
+    try:
+        value = json.loads(first)
+    except json.JSONDecodeError:
+        # A document spread over lines, or JSON lines whose first line is broken.
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return "lines"
+        return "document"
+    return "document" if isinstance(value, dict) and "events" in value else "lines"
+
+
+def _read_sessions(path: Path, doc: Any, fmt: str | None) -> Batch:
+    """The events of a session document, or of a list of them, with the session's keys."""
+    sessions = doc if isinstance(doc, list) else [doc]
+    values: list[Any] = []
+    meta: dict[str, list[Any]] = {"location": [], "app_name": [], "user_id": [], "session_id": []}
+    for number, session in enumerate(sessions):
+        where = f"{path.name}:" + (f"[{number}]." if isinstance(doc, list) else "")
+        keys = _session_keys(session, path, where)
+        events = session["events"]
+        values.extend(events)
+        meta["location"].extend(f"{where}events[{i}]" for i in range(len(events)))
+        for col, value in keys.items():
+            meta[col].extend([value] * len(events))
+    return Batch(pd.Series(values, dtype=object), pd.DataFrame(meta), _origin(fmt, values))
+
+
+def _session_keys(session: Any, path: Path, where: str) -> dict[str, str]:
+    if not isinstance(session, dict) or not isinstance(session.get("events"), list):
+        raise SchemaError(
+            f"{WHAT}: not an ADK session document (an object with an events list)",
+            value=f"{where.rstrip(':.')} in {path}",
+            fix="give a session JSON (adk run --save_session, Session.toJson()) or JSON lines",
+        )
+    keys = {
+        "app_name": session.get("appName", session.get("app_name")),
+        "user_id": session.get("userId", session.get("user_id")),
+        "session_id": session.get("id"),
+    }
+    missing = [name for name, value in keys.items() if not isinstance(value, str) or not value]
+    if missing:
+        raise SchemaError(
+            f"{WHAT}: session document lacks {', '.join(missing)}",
+            value=f"{where.rstrip(':.')} in {path}",
+            fix="a session JSON needs id, appName and userId; export the session again",
+        )
+    return {name: str(value) for name, value in keys.items()}
+
+
+def _origin(fmt: str | None, records: list[Any]) -> Origin:
+    """Java or Python event JSON: from the format, else from the first timestamped record.
+
+    snake_case keys mean ADK Python; camelCase with an epoch-millisecond timestamp means
+    ADK Java; camelCase with epoch seconds means ADK Python's by-alias JSON.
+    """
+    if fmt == "adk-session-json":
+        return PYTHON_SESSION_JSON
+    if fmt is not None:
+        return JAVA_JSON
+    sample = records[:_DETECT_SAMPLE]
+    for record, stamp in zip(sample, pluck(sample, ("timestamp",)), strict=True):
+        if type(stamp) not in (int, float):
+            continue
+        if "invocation_id" in record or stamp < MS_THRESHOLD:
+            return PYTHON_SESSION_JSON
+        return JAVA_JSON
+    return JAVA_JSON

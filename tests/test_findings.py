@@ -1,0 +1,272 @@
+"""Findings: the typed value every flow returns, its findings.json, and the orphan flow's."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from incidentkit.errors import ParameterError
+from incidentkit.findings import (
+    SCHEMA,
+    Finding,
+    Findings,
+    Provenance,
+    Severity,
+    Verdict,
+    json_safe,
+    orphan_findings,
+    rows_of,
+)
+from incidentkit.frames import conform, empty, rejects_frame, spec_of
+from incidentkit.triage.orphans import OrphanReport, classify_orphans
+
+T0 = pd.Timestamp("2026-11-29T03:00:00Z")
+AS_OF = T0 + pd.Timedelta(minutes=10)
+
+
+def sample() -> Findings:
+    rows = pd.DataFrame(
+        {
+            "run_id": ["r1", "r2"],
+            "lease_until": [T0, pd.NaT],
+            "attempts": np.array([3, 1], dtype=np.int64),
+            "calls": [("c1", "c2"), ()],
+            "share": [0.5, float("nan")],
+        }
+    )
+    return Findings(
+        flow="orphans",
+        verdict=Verdict.ACTION_NEEDED,
+        summary={"orphans": 2, "crash_loops": 1},
+        items=(
+            Finding(
+                "orphans/crash-loops",
+                Severity.CRITICAL,
+                "1 run over the cap",
+                "d",
+                "Park.",
+                rows_of(rows),
+            ),
+            Finding("orphans/live-leases", Severity.INFO, "0 live", "d", "None."),
+        ),
+        evidence=Provenance(
+            title="checkout outage",
+            window=(T0, AS_OF),
+            as_of=AS_OF,
+            parameters={"attempts_cap": 3, "key_templates": {"sendInvoice": "s:{id}"}},
+        ),
+    )
+
+
+def test_rows_are_json_safe() -> None:
+    rows = sample().items[0].rows
+    assert rows == (
+        {
+            "run_id": "r1",
+            "lease_until": "2026-11-29T03:00:00Z",
+            "attempts": 3,
+            "calls": ["c1", "c2"],
+            "share": 0.5,
+        },
+        {"run_id": "r2", "lease_until": None, "attempts": 1, "calls": [], "share": None},
+    )
+
+
+def test_json_round_trip_and_shape(tmp_path: Path) -> None:
+    findings = sample()
+    path = findings.write(tmp_path / "findings.json")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["schema"] == SCHEMA == "incidentkit.findings/v1"
+    assert data["verdict"] == "ACTION_NEEDED"
+    assert data["evidence"] == {
+        "title": "checkout outage",
+        "window": ["2026-11-29T03:00:00Z", "2026-11-29T03:10:00Z"],
+        "as_of": "2026-11-29T03:10:00Z",
+        "parameters": {"attempts_cap": 3, "key_templates": {"sendInvoice": "s:{id}"}},
+    }
+    assert [item["count"] for item in data["items"]] == [2, 0]
+    assert data["generated_by"].startswith("incidentkit ")
+    assert Findings.read(path) == findings
+    assert Findings.from_json(findings.to_json()) == findings
+
+
+def test_needs_action_follows_the_severities() -> None:
+    findings = sample()
+    assert findings.needs_action
+    info_only = Findings("orphans", Verdict.CLEAN, {}, (findings.items[1],))
+    assert not info_only.needs_action
+
+
+def test_unknown_schema_is_refused() -> None:
+    text = sample().to_json().replace(SCHEMA, "incidentkit.findings/v9")
+    expected = re.escape("unknown findings schema: 'incidentkit.findings/v9'")
+    with pytest.raises(ParameterError, match=expected):
+        Findings.from_json(text)
+
+
+def test_not_json_and_missing_fields_are_refused() -> None:
+    with pytest.raises(ParameterError, match="findings document is not JSON"):
+        Findings.from_json("{nope")
+    data = json.loads(sample().to_json())
+    del data["items"][0]["action"]
+    with pytest.raises(ParameterError, match="lacks or misshapes a field"):
+        Findings.from_json(json.dumps(data))
+    data = json.loads(sample().to_json())
+    data["verdict"] = "FINE"
+    with pytest.raises(ParameterError, match="unknown findings verdict: 'FINE'"):
+        Findings.from_json(json.dumps(data))
+
+
+def test_naive_times_are_refused() -> None:
+    with pytest.raises(ParameterError, match="a findings time is naive"):
+        Provenance(as_of=pd.Timestamp("2026-11-29T03:10:00"))
+
+
+def test_secrets_never_reach_the_document() -> None:
+    provenance = Provenance(
+        parameters={
+            "ledger_url": "postgresql+psycopg://ops:hunter2@db.internal/incidents",
+            "api_token": "tok-123",
+            "nested": {"password": "p4ss"},
+        }
+    )
+    text = Findings("orphans", Verdict.CLEAN, {}, (), provenance).to_json()
+    for secret in ("hunter2", "tok-123", "p4ss"):
+        assert secret not in text
+    assert "ops:***@db.internal" in text
+
+
+def test_json_safe_values() -> None:
+    assert json_safe(
+        {
+            "t": pd.Timestamp("2026-11-29T04:10:00+01:00"),
+            "n": np.int64(2),
+            "s": {"b", "a"},
+            "d": pd.Timedelta(seconds=1.5),
+            "e": Severity.INFO,
+            "x": pd.NA,
+        }
+    ) == {"t": "2026-11-29T03:10:00Z", "n": 2, "s": ["a", "b"], "d": 1.5, "e": "INFO", "x": None}
+
+
+# ---------------------------------------------------------------------------- orphan findings
+
+
+def frame(name: str, rows: list[dict[str, Any]]) -> pd.DataFrame:
+    if not rows:
+        return empty(name)
+    return conform(name, pd.DataFrame(rows, columns=spec_of(name).names))
+
+
+def event(session: str, inv: str, seq: int, author: str, *, final: bool = False) -> dict[str, Any]:
+    return {
+        "event_id": f"{session}-{seq}",
+        "app_name": "a",
+        "user_id": "u",
+        "session_id": session,
+        "invocation_id": inv,
+        "seq": seq,
+        "ts": T0 + pd.Timedelta(seconds=seq + 1),
+        "author": author,
+        "long_running_tool_ids": (),
+        "final_response": final,
+    }
+
+
+def ledger(run_id: str, session: str, inv: str | None, status: str, **f: Any) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "app_name": "a",
+        "user_id": "u",
+        "session_id": session,
+        "invocation_id": inv,
+        "request": {"text": "hi"},
+        "status": status,
+        "owner": "w1",
+        "lease_until": T0 + pd.Timedelta(minutes=1),
+        "attempts": 1,
+        "started_at": T0,
+        "updated_at": T0,
+        **f,
+    }
+
+
+def report(runs: list[dict[str, Any]], events: list[dict[str, Any]]) -> OrphanReport:
+    return classify_orphans(
+        frame("runs", runs),
+        frame("events", events),
+        empty("calls"),
+        empty("responses"),
+        empty("journal"),
+        as_of=AS_OF,
+        terminal_agent="notify_agent",
+    )
+
+
+def test_orphan_findings_for_an_incident() -> None:
+    events = [
+        event("s1", "i1", 0, "user"),
+        event("s2", "i2", 0, "user"),
+        event("s2", "i2", 1, "notify_agent", final=True),
+    ]
+    runs = [ledger("r1", "s1", "i1", "RUNNING"), ledger("r2", "s2", "i2", "RUNNING", attempts=4)]
+    findings = orphan_findings(report(runs, events), title="incident 7")
+    assert findings.verdict is Verdict.ACTION_NEEDED
+    assert [(i.id, i.severity, i.title, i.count) for i in findings.items] == [
+        (
+            "orphans/model-inflight",
+            Severity.WARNING,
+            "1 orphaned run(s) lost a model call in flight",
+            1,
+        ),
+        ("orphans/actually-done", Severity.WARNING, "1 orphaned run(s) that actually finished", 1),
+        (
+            "orphans/status-disagreements",
+            Severity.WARNING,
+            "1 ledger row(s) whose status the log contradicts",
+            1,
+        ),
+    ]
+    assert findings.items[0].rows[0]["run_id"] == "r1"
+    assert findings.items[0].rows[0]["lease_until"] == "2026-11-29T03:01:00Z"
+    assert findings.summary["orphans"] == 2
+    assert findings.summary["orphans.ACTUALLY_DONE"] == 1
+    assert findings.evidence.as_of == "2026-11-29T03:10:00Z"
+    assert findings.evidence.parameters["terminal_agent"] == ["notify_agent"]
+    assert Findings.from_json(findings.to_json()) == findings
+
+
+def test_orphan_findings_clean_when_everything_finished() -> None:
+    events = [event("s1", "i1", 0, "user"), event("s1", "i1", 1, "notify_agent", final=True)]
+    live = ledger("r2", "s1", "i1", "RUNNING", lease_until=AS_OF + pd.Timedelta(seconds=9))
+    findings = orphan_findings(report([ledger("r1", "s1", "i1", "DONE"), live], events))
+    assert findings.verdict is Verdict.CLEAN
+    assert not findings.needs_action
+    assert [item.id for item in findings.items] == ["orphans/live-leases"]
+
+
+def test_orphan_findings_incomplete_evidence() -> None:
+    empty_ledger = orphan_findings(report([], []))
+    assert empty_ledger.verdict is Verdict.INCOMPLETE_EVIDENCE
+    assert empty_ledger.items[0].id == "orphans/empty-ledger"
+
+    unknown = orphan_findings(
+        report([ledger("r1", "s1", "i-lost", "RUNNING")], [event("s1", "i1", 0, "user")])
+    )
+    assert unknown.verdict is Verdict.INCOMPLETE_EVIDENCE
+
+    rejects = rejects_frame(
+        [{"source": "events", "location": "events.jsonl:3", "reason": "malformed JSON", "raw": "{"}]
+    )
+    events = [event("s1", "i1", 0, "user"), event("s1", "i1", 1, "notify_agent", final=True)]
+    with_rejects = orphan_findings(
+        report([ledger("r1", "s1", "i1", "DONE")], events), rejects=rejects
+    )
+    assert with_rejects.verdict is Verdict.INCOMPLETE_EVIDENCE
+    assert with_rejects.items[0].rows[0]["location"] == "events.jsonl:3"
