@@ -1,0 +1,510 @@
+"""Findings: what a triage flow concluded, with the rows that prove it (``findings.json``).
+
+Every flow returns a :class:`Findings`; :meth:`Findings.to_json` writes the versioned
+document ``incidentkit.findings/v1`` described in ``docs/findings.md`` and
+:meth:`Findings.from_json` reads it back, dispatching on the schema id. Values in rows are
+JSON-safe: timestamps are ISO 8601 strings in UTC with a ``Z``, missing values are ``null``.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from incidentkit.errors import ParameterError
+from incidentkit.triage.orphans import JournalVerdict, OrphanReport
+
+SCHEMA = "incidentkit.findings/v1"
+ROW_LIMIT = 1000
+"""How many proving rows one finding keeps by default (``count`` says how many there were)."""
+
+
+class Verdict(enum.StrEnum):
+    """The flow's conclusion; the command line maps it to its exit code (0, 1, 2)."""
+
+    CLEAN = "CLEAN"
+    ACTION_NEEDED = "ACTION_NEEDED"
+    INCOMPLETE_EVIDENCE = "INCOMPLETE_EVIDENCE"
+
+
+class Severity(enum.StrEnum):
+    """How urgent one finding is: INFO is for the record, WARNING and CRITICAL need action."""
+
+    INFO = "INFO"
+    WARNING = "WARNING"
+    CRITICAL = "CRITICAL"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One conclusion: what, why, what to do, and the rows that prove it (JSON-safe dicts)."""
+
+    id: str
+    severity: Severity
+    title: str
+    detail: str
+    action: str
+    rows: tuple[dict[str, Any], ...] = ()
+    count: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "severity", _enum(Severity, self.severity, "severity"))
+        object.__setattr__(self, "rows", tuple(json_safe(dict(row)) for row in self.rows))
+        if self.count is None:
+            object.__setattr__(self, "count", len(self.rows))
+
+    @property
+    def needs_action(self) -> bool:
+        return self.severity is not Severity.INFO
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What the findings were drawn from: incident title, window, as_of and the parameters."""
+
+    title: str | None = None
+    window: tuple[str, str] | None = None
+    as_of: str | None = None
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.window is not None:
+            start, end = self.window
+            object.__setattr__(self, "window", (_iso_text(start), _iso_text(end)))
+        if self.as_of is not None:
+            object.__setattr__(self, "as_of", _iso_text(self.as_of))
+        object.__setattr__(self, "parameters", _scrub(json_safe(dict(self.parameters))))
+
+
+@dataclass(frozen=True)
+class Findings:
+    """A flow's verdict, summary counts and findings; serialises to ``findings.json``."""
+
+    flow: str
+    verdict: Verdict
+    summary: Mapping[str, int]
+    items: tuple[Finding, ...]
+    evidence: Provenance = field(default_factory=Provenance)
+    generated_by: str = field(default_factory=lambda: generator())
+    schema: str = SCHEMA
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdict", _enum(Verdict, self.verdict, "verdict"))
+        object.__setattr__(self, "summary", {str(k): int(v) for k, v in self.summary.items()})
+        object.__setattr__(self, "items", tuple(self.items))
+        if self.schema != SCHEMA:
+            raise ParameterError(
+                "unsupported findings schema", value=self.schema, fix=f"use {SCHEMA!r}"
+            )
+
+    @property
+    def needs_action(self) -> bool:
+        """Whether any finding asks someone to act (a WARNING or CRITICAL item)."""
+        return any(item.needs_action for item in self.items)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema,
+            "flow": self.flow,
+            "verdict": self.verdict.value,
+            "generated_by": self.generated_by,
+            "evidence": {
+                "title": self.evidence.title,
+                "window": None if self.evidence.window is None else list(self.evidence.window),
+                "as_of": self.evidence.as_of,
+                "parameters": dict(self.evidence.parameters),
+            },
+            "summary": dict(self.summary),
+            "items": [
+                {
+                    "id": item.id,
+                    "severity": item.severity.value,
+                    "title": item.title,
+                    "detail": item.detail,
+                    "action": item.action,
+                    "count": item.count,
+                    "rows": list(item.rows),
+                }
+                for item in self.items
+            ],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+    def write(self, path: str | os.PathLike[str]) -> Path:
+        """Write ``findings.json`` (or any path) as UTF-8; returns the path."""
+        target = Path(path)
+        target.write_text(self.to_json(), encoding="utf-8")
+        return target
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Findings:
+        """Read a findings document, dispatching on its ``schema`` id."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ParameterError(
+                "findings document is not JSON",
+                value=f"{err.msg} at line {err.lineno} column {err.colno}",
+                fix="give the findings.json a flow wrote",
+            ) from err
+        if not isinstance(data, dict):
+            raise ParameterError(
+                "findings document is not a JSON object",
+                value=type(data).__name__,
+                fix="give the findings.json a flow wrote",
+            )
+        reader = _READERS.get(str(data.get("schema")))
+        if reader is None:
+            raise ParameterError(
+                "unknown findings schema",
+                value=data.get("schema"),
+                fix=f"this incidentkit reads {', '.join(sorted(_READERS))}; upgrade it to read "
+                "newer documents",
+            )
+        return reader(data)
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> Findings:
+        return cls.from_json(Path(path).read_text(encoding="utf-8"))
+
+
+def _read_v1(data: Mapping[str, Any]) -> Findings:
+    try:
+        evidence = data["evidence"]
+        window = evidence.get("window")
+        return Findings(
+            flow=data["flow"],
+            verdict=data["verdict"],
+            summary=data["summary"],
+            items=tuple(
+                Finding(
+                    id=item["id"],
+                    severity=item["severity"],
+                    title=item["title"],
+                    detail=item["detail"],
+                    action=item["action"],
+                    rows=tuple(item["rows"]),
+                    count=item["count"],
+                )
+                for item in data["items"]
+            ),
+            evidence=Provenance(
+                title=evidence.get("title"),
+                window=None if window is None else (window[0], window[1]),
+                as_of=evidence.get("as_of"),
+                parameters=evidence.get("parameters") or {},
+            ),
+            generated_by=data["generated_by"],
+            schema=data["schema"],
+        )
+    except (KeyError, TypeError, AttributeError, IndexError) as err:
+        raise ParameterError(
+            f"findings document lacks or misshapes a field of {SCHEMA}",
+            value=repr(err),
+            fix="see docs/findings.md for the fields a v1 document has",
+        ) from err
+
+
+_READERS: Mapping[str, Callable[[Mapping[str, Any]], Findings]] = {SCHEMA: _read_v1}
+
+
+def generator() -> str:
+    """``incidentkit <version>``, for ``generated_by``."""
+    try:
+        return f"incidentkit {version('incidentkit')}"
+    except PackageNotFoundError:
+        return "incidentkit (not installed)"
+
+
+# ---------------------------------------------------------------------------- JSON-safe values
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with only JSON types: ISO-Z timestamps, None for missing, lists for tuples."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, enum.Enum):
+        return json_safe(value.value)
+    if isinstance(value, int | np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        number = float(value)
+        return None if math.isnan(number) or math.isinf(number) else number
+    if value is pd.NaT or value is pd.NA:
+        return None
+    if isinstance(value, pd.Timestamp | datetime | np.datetime64):
+        return _iso_text(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, pd.Timedelta):
+        return value.total_seconds()
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset | np.ndarray):
+        items = sorted(value, key=str) if isinstance(value, set | frozenset) else value
+        return [json_safe(v) for v in items]
+    return str(value)
+
+
+def rows_of(
+    frame: pd.DataFrame, columns: Iterable[str] | None = None, *, limit: int | None = ROW_LIMIT
+) -> tuple[dict[str, Any], ...]:
+    """The first ``limit`` rows of ``frame`` (only ``columns``) as JSON-safe dicts."""
+    picked = frame if columns is None else frame[list(columns)]
+    if limit is not None:
+        picked = picked.head(limit)
+    return tuple(json_safe(record) for record in picked.to_dict("records"))
+
+
+def _iso_text(value: Any) -> str:
+    """A time as ISO 8601 UTC with ``Z``; naive times are refused."""
+    stamp = pd.Timestamp(value)
+    if stamp.tzinfo is None:
+        raise ParameterError(
+            "a findings time is naive", value=str(value), fix="give times in UTC with an offset"
+        )
+    text: str = stamp.tz_convert("UTC").isoformat()
+    return text.removesuffix("+00:00") + "Z"
+
+
+_SECRET_NAME = re.compile(r"(pass(word|wd)?|secret|token|credential|api[_-]?key)", re.IGNORECASE)
+
+
+def _scrub(parameters: Any) -> Any:
+    """Parameters with secrets removed: secret-named values and URL passwords become ***."""
+    if isinstance(parameters, dict):
+        return {
+            k: "***" if _SECRET_NAME.search(k) and v is not None else _scrub(v)
+            for k, v in parameters.items()
+        }
+    if isinstance(parameters, list):
+        return [_scrub(v) for v in parameters]
+    if isinstance(parameters, str) and "://" in parameters and "@" in parameters:
+        try:
+            return make_url(parameters).render_as_string(hide_password=True)
+        except ArgumentError:
+            return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", parameters)
+    return parameters
+
+
+def _enum(kind: type[enum.StrEnum], value: Any, what: str) -> Any:
+    try:
+        return kind(value)
+    except ValueError:
+        raise ParameterError(
+            f"unknown findings {what}", value=value, fix=f"use one of {', '.join(kind)}"
+        ) from None
+
+
+# ---------------------------------------------------------------------------- orphans
+
+_RUN_ROW = ["run_id", "session_id", "invocation_id", "orphan_class", "unanswered_calls"]
+_RUN_ROW += ["journal_verdict", "action", "reason", "owner", "attempts", "lease_until"]
+# Finding id -> (severity, title after the count, what it means, what to do).
+_ORPHAN_TEXT: Mapping[str, tuple[Severity, str, str, str]] = {
+    "orphans/rejects": (
+        Severity.WARNING,
+        "evidence row(s) could not be read",
+        "Rows the loaders rejected are missing from every view below.",
+        "Fix or re-export the rows listed, then run the flow again.",
+    ),
+    "orphans/not-started": (
+        Severity.WARNING,
+        "orphaned run(s) never reached the log",
+        "No user event of the run is stored (or its session is gone): the worker died before "
+        "the first append (W1).",
+        "Re-drive each from the ledger: replay the stored request.",
+    ),
+    "orphans/model-inflight": (
+        Severity.WARNING,
+        "orphaned run(s) lost a model call in flight",
+        "Every call of the invocation is answered and the last event is not the terminal "
+        "agent's final response: a model call was running when the worker died (W2).",
+        "Re-drive each: a new invocation in the same session with a continuation message.",
+    ),
+    "orphans/tool-unanswered": (
+        Severity.CRITICAL,
+        "orphaned run(s) died with a tool call unanswered",
+        "The log cannot tell W3 (the tool never ran) from W4 (it ran, the response was lost); "
+        "the side-effect journal decides, call by call.",
+        "Follow each row's action: re-drive on W3, ask the downstream system on W4, replay on "
+        "DONE.",
+    ),
+    "orphans/paused": (
+        Severity.WARNING,
+        "orphaned run(s) paused on a long-running call",
+        "The last event carries long-running call ids: the run waits for an approval, but its "
+        "worker died before recording PAUSED.",
+        "Mark each PAUSED; do not re-drive.",
+    ),
+    "orphans/actually-done": (
+        Severity.WARNING,
+        "orphaned run(s) that actually finished",
+        "The terminal agent's final response is stored; the worker died between it and the "
+        "ledger update.",
+        "Mark each DONE; re-driving would answer the user twice.",
+    ),
+    "orphans/unknown": (
+        Severity.WARNING,
+        "orphaned run(s) the log cannot classify",
+        "The ledger and the log do not fit together (an invocation id with no stored event, or "
+        "no started_at to find the user event).",
+        "Investigate each by hand before re-driving.",
+    ),
+    "orphans/call-id-journal": (
+        Severity.CRITICAL,
+        "unanswered call(s) matched in the journal only by function call id",
+        "A journal keyed by call id cannot protect a re-drive: the re-driven call has a new id, "
+        "so the side effect would run again.",
+        "Settle each with the downstream system before re-driving; key the journal by business "
+        "identity.",
+    ),
+    "orphans/crash-loops": (
+        Severity.CRITICAL,
+        "run(s) at or over the attempts cap",
+        "Each was recovered the cap's number of times and died again: another re-drive may "
+        "kill the next worker too.",
+        "Park each and alert; copy its dead-letter record to the dead-letter queue.",
+    ),
+    "orphans/duplicate-effects": (
+        Severity.CRITICAL,
+        "business key(s) effected more than once",
+        "One business identity has several effects (by the journal, or by answered calls that "
+        "no journal entry guards).",
+        "Tell the owner of each downstream system; undo or refund the extra effects.",
+    ),
+    "orphans/status-disagreements": (
+        Severity.WARNING,
+        "ledger row(s) whose status the log contradicts",
+        "The ledger's status and the event log disagree: a ledger update was lost or wrong.",
+        "Correct each ledger row as its detail says.",
+    ),
+    "orphans/in-flight-check": (
+        Severity.WARNING,
+        "non-terminal run(s) that are not orphans but need a look",
+        "PAUSED or lease-less ledger rows whose log does not match the ledger.",
+        "Follow each row's action.",
+    ),
+    "orphans/waiting": (
+        Severity.INFO,
+        "paused run(s) waiting for approval",
+        "Paused cleanly on a long-running call; not orphans.",
+        "None: they wait for a person.",
+    ),
+    "orphans/live-leases": (
+        Severity.INFO,
+        "run(s) with a live lease",
+        "A worker holds the lease at as_of; not orphans.",
+        "None.",
+    ),
+}
+
+
+def orphan_findings(
+    report: OrphanReport,
+    *,
+    title: str | None = None,
+    window: tuple[Any, Any] | None = None,
+    rejects: pd.DataFrame | None = None,
+    row_limit: int | None = ROW_LIMIT,
+) -> Findings:
+    """The findings of the orphan flow, from :func:`~incidentkit.triage.orphans.classify_orphans`.
+
+    Verdict: INCOMPLETE_EVIDENCE when the ledger is empty, a run is UNKNOWN, or ``rejects``
+    (the loaders' unread rows) is not empty; else ACTION_NEEDED when any finding needs
+    action; else CLEAN.
+    """
+    orphans, calls, in_flight = report.orphans, report.calls, report.in_flight
+    trap = calls[calls["matched_by"] == "function_call_id"]
+    proofs: dict[str, tuple[pd.DataFrame, list[str] | None]] = {
+        "orphans/rejects": (rejects if rejects is not None else pd.DataFrame(), None)
+    }
+    for cls in report.class_counts():
+        fid = "orphans/" + cls.lower().replace("_", "-")
+        proofs[fid] = (orphans[orphans["orphan_class"] == cls], _RUN_ROW)
+    proofs |= {
+        "orphans/call-id-journal": (trap, None),
+        "orphans/crash-loops": (report.crash_loops, None),
+        "orphans/duplicate-effects": (report.duplicate_effects, None),
+        "orphans/status-disagreements": (report.status_disagreements, None),
+        "orphans/in-flight-check": (
+            in_flight[~in_flight["action_kind"].isin(["WAIT", "NONE"])],
+            _RUN_ROW,
+        ),
+        "orphans/waiting": (in_flight[in_flight["action_kind"] == "WAIT"], _RUN_ROW),
+        "orphans/live-leases": (report.live_leases, None),
+    }
+    items = [
+        Finding(
+            fid,
+            severity,
+            f"{len(frame)} {what}",
+            detail,
+            action,
+            rows_of(frame, columns, limit=row_limit),
+            len(frame),
+        )
+        for fid, (severity, what, detail, action) in _ORPHAN_TEXT.items()
+        for frame, columns in [proofs[fid]]
+        if len(frame)
+    ]
+    if report.ledger_runs == 0:
+        items.insert(
+            0,
+            Finding(
+                "orphans/empty-ledger",
+                Severity.WARNING,
+                "the ledger holds no run",
+                "Nothing can be classified without the run ledger (agent_run).",
+                "Check the [ledger] source and the window of the evidence manifest.",
+            ),
+        )
+
+    counts = report.class_counts()
+    verdicts = calls["journal_verdict"].value_counts()
+    summary = {
+        "runs": report.ledger_runs,
+        "orphans": len(orphans),
+        **{f"orphans.{cls}": n for cls, n in counts.items()},
+        "in_flight": len(in_flight),
+        "live_leases": len(report.live_leases),
+        "unanswered_calls": len(calls),
+        **{f"calls.{v}": int(verdicts.get(v, 0)) for v in JournalVerdict},
+        "calls.matched_by_call_id": len(trap),
+        "crash_loops": len(report.crash_loops),
+        "duplicate_effects": len(report.duplicate_effects),
+        "status_disagreements": len(report.status_disagreements),
+        "rejects": 0 if rejects is None else len(rejects),
+    }
+    incomplete = report.ledger_runs == 0 or counts["UNKNOWN"] > 0 or summary["rejects"] > 0
+    verdict = (
+        Verdict.INCOMPLETE_EVIDENCE
+        if incomplete
+        else Verdict.ACTION_NEEDED
+        if any(item.needs_action for item in items)
+        else Verdict.CLEAN
+    )
+    parameters = {
+        "as_of": report.as_of,
+        "terminal_agent": list(report.terminal_agents),
+        "key_templates": dict(report.key_templates),
+        "attempts_cap": report.attempts_cap,
+    }
+    provenance = Provenance(title, window, _iso_text(report.as_of), parameters)
+    return Findings("orphans", verdict, summary, tuple(items), provenance)
