@@ -1,0 +1,229 @@
+"""``simulate()``: run one scenario and write its pack (evidence, manifest, truth)."""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import random
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+
+from incidentkit.errors import SimulationError
+from incidentkit.simulate import truth
+from incidentkit.simulate.model import Bundle, iso
+from incidentkit.simulate.pack import SPILL, SQLITE_EVENTS, Pack
+from incidentkit.simulate.plan import Spec
+from incidentkit.simulate.scenarios import SCENARIOS
+from incidentkit.simulate.shards import Job, run_all, shard_count, split
+from incidentkit.simulate.threads import Dump, render
+from incidentkit.simulate.traffic import stream
+from incidentkit.simulate.world import World
+
+EVENTS_FORMATS = ("adk-java", "adk-python")
+URL_ENV = "INCIDENT_DB_URL"
+PACK_FILES = (
+    "evidence.toml",
+    "truth.json",
+    "ledger.csv",
+    "events.jsonl",
+    "journal.jsonl",
+    "spans.otlp.jsonl",
+    "diagnostics.log",
+    SQLITE_EVENTS,
+    SPILL,
+)
+
+
+def _start(bundle: Bundle) -> int:
+    return bundle.start
+
+
+def simulate(
+    scenario: str,
+    out: str | os.PathLike[str],
+    *,
+    seed: int = 0,
+    scale: int = 1,
+    events_format: str = "adk-java",
+    into: str | None = None,
+) -> Path:
+    """Write one scenario's evidence pack to ``out`` and return the folder.
+
+    Same arguments, same bytes. ``into`` (a SQLAlchemy URL) puts the ledger, events and journal
+    into that database instead of files; the manifest then names them ``env:INCIDENT_DB_URL``.
+    """
+    spec = SCENARIOS.get(scenario)
+    if spec is None:
+        raise SimulationError(
+            "unknown scenario", value=scenario, fix=f"use one of {', '.join(SCENARIOS)}"
+        )
+    if events_format not in EVENTS_FORMATS:
+        raise SimulationError(
+            "unknown events format", value=events_format, fix=f"use {' or '.join(EVENTS_FORMATS)}"
+        )
+    if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
+        raise SimulationError("scale must be a whole number of at least 1", value=scale)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise SimulationError("seed must be a whole number", value=seed)
+    return write_pack(
+        spec, Path(out), seed=seed, scale=scale, events_format=events_format, into=into
+    )
+
+
+def write_pack(
+    spec: Spec, out: Path, *, seed: int, scale: int, events_format: str, into: str | None
+) -> Path:
+    """Run ``spec`` and write its pack to ``out`` (arguments already checked)."""
+    existed = out.exists()
+    folder = _prepare(out)
+    world = World(random.Random(seed))
+    plan = spec.build(world, scale)
+    core = sorted(plan.core, key=_start)
+    count = shard_count(scale) if plan.background is not None else 1
+    try:
+        pack = Pack(
+            folder, events_format=events_format, window=spec.window, into=into, split_log=count > 1
+        )
+    except SimulationError:
+        if not existed:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    if plan.background is None or count == 1:
+        background = iter(()) if plan.background is None else stream(world, plan.background)
+        for bundle in heapq.merge(core, background, key=_start):
+            pack.emit(bundle)
+        counts = pack.close()
+    else:
+        for bundle in core:
+            pack.emit(bundle)
+        jobs = [
+            Job(folder, spec.name, seed, k, part, events_format, spec.window, into is not None)
+            for k, part in enumerate(split(plan.background, count))
+        ]
+        done = run_all(jobs)
+        for result in done:
+            pack.absorb(result.part)
+            world.stats += result.stats
+            world.billing.sent.update(result.billing.sent)
+            world.billing.notified.update(result.billing.notified)
+        counts = pack.close(shard_logs=[result.part.part for result in done])
+    world.open_rows = pack.open_rows
+    for dump in plan.dumps:
+        target = folder / dump.file
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(render(dump, world.rng), encoding="utf-8", newline="\n")
+        counts.threads += dump.rows
+    java = events_format == "adk-java"
+    files = _files(java=java, into=into is not None, dumps=[d.file for d in plan.dumps])
+    title = f"{spec.title} (simulated, seed {seed}, scale {scale})"
+    doc = truth.document(
+        scenario=spec.name,
+        title=title,
+        seed=seed,
+        scale=scale,
+        events_format=events_format,
+        window=spec.window,
+        as_of=plan.as_of,
+        counts=counts,
+        files=files,
+        expected=plan.expected(world, events_format),
+    )
+    truth.write(folder / "truth.json", doc)
+    (folder / "evidence.toml").write_text(
+        manifest_text(
+            title,
+            spec.window,
+            java=java,
+            into=into is not None,
+            naive_sql=into is not None and make_url(into).get_backend_name() != "postgresql",
+            dumps=plan.dumps,
+        ),
+        encoding="utf-8",
+        newline="\n",
+    )
+    return folder
+
+
+def _prepare(out: Path) -> Path:
+    """Create ``out``, or clear a previous pack there; refuse a folder holding other things."""
+    if out.exists() and not out.is_dir():
+        raise SimulationError("the output path is a file", value=str(out), fix="give a folder")
+    if out.is_dir() and any(out.iterdir()):
+        marker = out / "truth.json"
+        try:
+            previous = truth.read(marker).get("schema") == truth.SCHEMA
+        except (OSError, ValueError):
+            previous = False
+        if not previous:
+            raise SimulationError(
+                "the output folder is not empty and holds no simulated pack",
+                value=str(out),
+                fix="give a new or empty folder (a previous pack there is replaced)",
+            )
+        for name in PACK_FILES:
+            (out / name).unlink(missing_ok=True)
+        shutil.rmtree(out / "threads", ignore_errors=True)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _files(*, java: bool, into: bool, dumps: list[str]) -> list[str]:
+    files = ["evidence.toml", "truth.json", "spans.otlp.jsonl", "diagnostics.log", *dumps]
+    if not into:
+        files += ["ledger.csv", "journal.jsonl", "events.jsonl" if java else SQLITE_EVENTS]
+    return sorted(files)
+
+
+def _q(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def manifest_text(
+    title: str,
+    window: tuple[int, int],
+    *,
+    java: bool,
+    into: bool,
+    naive_sql: bool = False,
+    dumps: Sequence[Dump] = (),
+) -> str:
+    """The pack's ``evidence.toml``: relative paths; a database only as ``env:``.
+
+    ``naive_sql`` says the database stores the kit's timestamps without an offset (SQLite,
+    MySQL): they are UTC, which the manifest states with ``naive_timestamps = "utc"``.
+    """
+    database = [f'url = "env:{URL_ENV}"'] + (['naive_timestamps = "utc"'] if naive_sql else [])
+    if into:
+        ledger = [*database, 'table = "agent_run"']
+        journal = [*database, 'table = "tool_journal"']
+        events = (
+            [*database, 'table = "adk_event"', 'format = "sql"']
+            if java
+            else [*database, 'format = "adk-python-db"']
+        )
+    else:
+        ledger = ['path = "ledger.csv"', 'format = "csv"']
+        journal = ['path = "journal.jsonl"', 'format = "jsonl"']
+        events = (
+            ['path = "events.jsonl"', 'format = "adk-java-json"']
+            if java
+            else [f'path = "{SQLITE_EVENTS}"', 'format = "adk-python-db"']
+        )
+    note = f" Export {URL_ENV} (the database URL) before loading." if into else ""
+    lines = [
+        f"# Written by `incidentkit simulate`.{note}",
+        f"title = {_q(title)}",
+        f'window = {{ start = "{iso(window[0])}", end = "{iso(window[1])}" }}',
+        *("", "[ledger]", *ledger, "", "[events]", *events, "", "[journal]", *journal),
+        *("", "[spans]", 'path = "spans.otlp.jsonl"', 'format = "otlp-json"'),
+        *("", "[diagnostics]", 'path = "diagnostics.log"', 'format = "text"'),
+    ]
+    if dumps:
+        names = ", ".join(_q(d.file) for d in dumps)
+        lines += ["", "[threads]", f"paths = [{names}]", 'format = "jcmd"']
+        lines.append('naive_timestamps = "utc"')
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,214 @@
+"""``latency_cliff``: seed 003's 03:10 cliff. The order service stalls; no read timeout.
+
+Support runs call ``order_lookup`` on a bounded pool of 64 ``tool-exec`` threads. From 03:10 every
+read stalls about 40-55 s (the order service sends headers, then waits on a database failover)
+and about 4 % never return. The pool saturates, so two thread dumps ten seconds apart show all
+64 threads parked in the same socket read; p95 goes from about 4 s to about 60 s while nothing
+fails. Traces are tail-sampled (incomplete or errored traces kept, 10 % of the rest).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import Any
+
+from incidentkit.simulate.model import Bundle, at, iso
+from incidentkit.simulate.plan import Plan, Spec
+from incidentkit.simulate.scenarios.cliff_threads import dumps
+from incidentkit.simulate.script import Invocation
+from incidentkit.simulate.traffic import Background
+from incidentkit.simulate.truth import percentile
+from incidentkit.simulate.world import World
+
+CLIFF = at("03:10:00")
+DUMP_GAP = 10_000
+DUMPS_FROM = at("03:11:58")
+WINDOW = (at("02:55"), at("03:16"))
+POOL = 64
+TIMEOUT_MS = 60_000
+SAMPLE = 0.1
+ARRIVALS = (  # (from, to, mean gap ms) for support turns
+    (at("02:56:00"), CLIFF, 20_000),
+    (CLIFF, at("03:11:00"), 1_300),
+    (at("03:11:00"), at("03:12:30"), 800),
+    (at("03:12:30"), at("03:13:00"), 3_000),
+)
+
+
+@dataclass
+class Turn:
+    """One planned support turn; ``read`` is None when it asks no order lookup."""
+
+    start: int
+    llm1: int
+    read: tuple[int, int | None] | None = None  # (start, end or None = never)
+    thread: int = 0
+    order: str = ""
+    hung: bool = False
+
+
+def _plan(world: World) -> list[Turn]:
+    rng = world.rng
+    turns: list[Turn] = []
+    for begin, end, gap in ARRIVALS:
+        t = begin + rng.randint(0, gap)
+        while t < end:
+            turns.append(
+                Turn(t, rng.randint(900, 2000), order=f"ORD-{rng.randrange(10_000, 99_999)}")
+            )
+            t += rng.randint(gap * 17 // 20, gap * 23 // 20)
+    after = [t for t in turns if t.start >= CLIFF]
+    lookups = [t for t in turns if t.start >= CLIFF or rng.random() < 0.85]
+    early = [t for t in lookups if CLIFF <= t.start < DUMPS_FROM - 5_000]
+    for turn in rng.sample(early, round(0.04 * len(after))):
+        turn.hung = True
+    free = [(0, n) for n in range(1, POOL + 1)]
+    for turn in sorted(lookups, key=lambda t: t.start + t.llm1):
+        asked = turn.start + turn.llm1 + 8
+        ready, thread = heapq.heappop(free)
+        begin_read = max(asked, ready)
+        if turn.hung:
+            end_read: int | None = None
+        elif begin_read < CLIFF:
+            end_read = begin_read + rng.randint(200, 700)
+        else:
+            end_read = begin_read + rng.randint(45_000, 55_000)
+        turn.read, turn.thread = (begin_read, end_read), thread
+        heapq.heappush(free, (end_read if end_read is not None else 2**62, thread))
+    return turns
+
+
+def _run(world: World, turn: Turn) -> Bundle:
+    s = world.session("support")
+    inv = Invocation(
+        world,
+        s,
+        start=turn.start,
+        root="support_agent",
+        owner="support-7d9f-1",
+        text=f"Where is my order {turn.order}?",
+    )
+    agent = inv.agent("support_agent")
+    if turn.read is None:
+        agent.say("You can change the delivery address in your account settings.", ms=turn.llm1)
+        bundle = inv.finish()
+    else:
+        call = agent.request("order_lookup", {"order_id": turn.order}, ms=turn.llm1)
+        read_end = turn.read[1]
+        if read_end is None:
+            agent.start_tool(call)
+            return inv.hang(alive_until=WINDOW[1] - 1)
+        agent.respond(
+            call,
+            {"status": "shipped", "order_id": turn.order},
+            ms=max(1, read_end - inv.now),
+            state_delta={"last_order_id": turn.order},
+        )
+        agent.say(f"Your order {turn.order} has shipped.", ms=world.llm_ms(1000, 2200))
+        bundle = inv.finish()
+    if world.rng.random() >= SAMPLE:
+        bundle.spans = []
+    return bundle
+
+
+def build(world: World, scale: int) -> Plan:
+    world.descriptions["support_agent"] = "Answers questions about orders."
+    turns = _plan(world)
+    core = [_run(world, turn) for turn in turns]
+    times, stuck = _dump_times(turns)
+    background = Background(
+        start=at("02:55"),
+        end=at("03:15"),
+        sessions=8 * scale,
+        span_sample=SAMPLE,
+        apps=("travel", "invoicing", "expenses"),
+        weights=(2, 2, 1),
+    )
+    taken = list(dumps(world, times, stuck))
+
+    def expected(w: World, events_format: str) -> dict[str, Any]:
+        return _expected(w, core, turns, stuck, taken)
+
+    return Plan(core=core, background=background, expected=expected, dumps=taken, as_of=WINDOW[1])
+
+
+def _busy(turns: list[Turn], at_ms: int) -> set[int]:
+    """Pool threads inside an order-service read at ``at_ms``."""
+    return {
+        t.thread
+        for t in turns
+        if t.read and t.read[0] <= at_ms and (t.read[1] is None or t.read[1] > at_ms)
+    }
+
+
+def _dump_times(turns: list[Turn]) -> tuple[tuple[int, int], list[int]]:
+    """The on-call engineer's two dumps: the first whole second (from 03:11:58) at which every
+    pool thread is in the read, and ten seconds later."""
+    for first in range(DUMPS_FROM, DUMPS_FROM + 120_000, 1000):
+        stuck = _busy(turns, first) & _busy(turns, first + DUMP_GAP)
+        if len(stuck) == POOL:
+            return (first, first + DUMP_GAP), sorted(stuck)
+    raise AssertionError("the tool pool never saturated; tune the latency_cliff arrivals")
+
+
+def _expected(
+    world: World, core: list[Bundle], turns: list[Turn], stuck: list[int], taken: list[Any]
+) -> dict[str, Any]:
+    stats = [s for s in world.stats if s.app == "support"]
+
+    def ms(before: bool) -> list[float]:
+        return [
+            float(s.end - s.start)
+            for s in stats
+            if s.end is not None and (s.start < CLIFF) == before
+        ]
+
+    since = [s for s in stats if s.start >= CLIFF]
+    opened = sorted(s.invocation_id for s in since if s.end is None)
+    errors = {
+        b: sum(1 for s in stats if s.outcome == "error" and (s.start < CLIFF) == b)
+        for b in (True, False)
+    }
+    hung = [b for b, t in zip(core, turns, strict=True) if t.hung]
+    return {
+        "app_name": "support",
+        "cliff": iso(CLIFF),
+        "client_timeout_ms": TIMEOUT_MS,
+        "latency_source": "diagnostics run.start/run.end ms of support runs, by start time",
+        "p95_before_ms": percentile(ms(True), 95),
+        "p95_after_ms": percentile(ms(False), 95),
+        "p50_before_ms": percentile(ms(True), 50),
+        "p50_after_ms": percentile(ms(False), 50),
+        "runs_before": sum(1 for s in stats if s.start < CLIFF),
+        "runs_since_cliff": len(since),
+        "open_since_cliff": len(opened),
+        "open_share": len(opened) / len(since),
+        "open_invocations": opened,
+        "open_last_call": {
+            "tool": "order_lookup",
+            "answered": False,
+            "call_ids": sorted(b.events[-1].parts[0].call_id for b in hung),
+        },
+        "error_rate_before": errors[True] / max(1, sum(1 for s in stats if s.start < CLIFF)),
+        "error_rate_after": errors[False] / max(1, len(since)),
+        "threads": {
+            "dumps": [{"file": d.file, "taken_at": iso(d.taken)} for d in taken],
+            "stuck_count": len(stuck),
+            "stuck_threads": [f"tool-exec-{n}" for n in stuck],
+            "stuck_state": "RUNNABLE",
+            "stuck_top_frame": "sun.nio.ch.Net.poll(java.base@21.0.5/Native Method)",
+            "stuck_tool_frame": "com.example.support.tools.OrderLookupClient.fetch"
+            "(OrderLookupClient.java:58)",
+            "pool_size": POOL,
+        },
+        "spans_sampling": f"tail: incomplete or errored traces kept, {SAMPLE:.0%} of the rest",
+    }
+
+
+SPEC = Spec(
+    "latency_cliff",
+    "The 03:10 latency cliff: order lookups stall, 64 threads stuck, nothing fails",
+    WINDOW,
+    build,
+)

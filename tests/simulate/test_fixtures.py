@@ -1,0 +1,43 @@
+"""The committed packs are exactly what ``scripts/make_fixtures`` writes today."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from simpacks import FIXTURES
+
+from incidentkit.simulate.fixtures import PACKS, build_all, comparable
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("fixtures")
+    build_all(root)
+    return root
+
+
+def _files(root: Path, folder: str) -> dict[str, bytes]:
+    base = root / folder
+    return {str(p.relative_to(base)): comparable(p) for p in sorted(base.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("folder", [p[0] for p in PACKS] + ["broken"])
+def test_committed_pack_equals_a_fresh_generation(folder: str, fresh: Path) -> None:
+    committed = _files(FIXTURES, folder)
+    assert committed, f"fixtures/{folder} is missing: run scripts/make_fixtures"
+    generated = _files(fresh, folder)
+    assert sorted(committed) == sorted(generated), "files differ: run scripts/make_fixtures"
+    for name, content in generated.items():
+        assert committed[name] == content, (
+            f"fixtures/{folder}/{name} is stale: run scripts/make_fixtures"
+        )
+
+
+@pytest.mark.parametrize("folder", [p[0] for p in PACKS])
+def test_packs_stay_small(folder: str) -> None:
+    size = sum(p.stat().st_size for p in (FIXTURES / folder).rglob("*") if p.is_file())
+    limit = (
+        1_600_000 if folder in ("runaway",) else 1_000_000 if folder == "latency_cliff" else 750_000
+    )
+    assert size < limit

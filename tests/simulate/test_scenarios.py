@@ -1,0 +1,230 @@
+"""Each committed pack shows what its truth.json claims, read straight from the evidence."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from simpacks import (
+    FIXTURES,
+    calls,
+    delta,
+    dump,
+    events,
+    inv_id,
+    journal,
+    ledger,
+    log,
+    responses,
+    spans,
+    truth,
+    ts_ms,
+)
+
+
+def _ms(text: str) -> int:
+    return int(pd.Timestamp(text).value // 1_000_000)
+
+
+def _final(event: dict[str, Any]) -> bool:
+    """ADK Java's Event.finalResponse()."""
+    if event.get("longRunningToolIds") or event.get("long_running_tool_ids"):
+        return True
+    return not calls(event) and not responses(event) and not event.get("partial")
+
+
+def _classify(row: dict[str, str], sessions: dict[str, list[dict[str, Any]]], terminal: str) -> str:
+    """Seed 000's classifier, one run at a time (the test's own reading of the seed)."""
+    mine_session = sorted(sessions.get(row["session_id"], []), key=ts_ms)
+    if not mine_session:
+        return "NOT_STARTED"
+    inv = row["invocation_id"] or next(
+        (
+            inv_id(e)
+            for e in mine_session
+            if e["author"] == "user" and ts_ms(e) >= _ms(row["started_at"])
+        ),
+        None,
+    )
+    if inv is None:
+        return "NOT_STARTED"
+    mine = [e for e in mine_session if inv_id(e) == inv]
+    last = mine[-1]
+    if last.get("longRunningToolIds") or last.get("long_running_tool_ids"):
+        return "PAUSED"
+    if _final(last) and last["author"] == terminal:
+        return "ACTUALLY_DONE"
+    answered = {r["id"] for e in mine for r in responses(e)}
+    unanswered = [c for e in mine for c in calls(e) if c["id"] not in answered]
+    return "TOOL_UNANSWERED" if unanswered else "MODEL_INFLIGHT"
+
+
+@pytest.mark.parametrize("name", ["crash_recovery", "crash_recovery-adk-python"])
+def test_crash_recovery_orphans_classify_as_the_truth_says(name: str) -> None:
+    pack = FIXTURES / name
+    expected = truth(pack)["expected"]
+    as_of = _ms(expected["as_of"])
+    rows = {row["run_id"]: row for row in ledger(pack)}
+    expired = {
+        r["run_id"]
+        for r in rows.values()
+        if r["status"] == "RUNNING" and _ms(r["lease_until"]) < as_of
+    }
+    assert {o["run_id"] for o in expected["orphans"]} == expired
+    sessions: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for event in events(pack):
+        sessions[event["sessionId"]].append(event)
+    entries = expected["orphans"] + [e for e in expected["non_terminal"] if "name" in e]
+    for entry in entries:
+        got = _classify(rows[entry["run_id"]], sessions, expected["terminal_agent"])
+        assert got == entry["orphan_class"], entry["name"]
+    keys = {row["key"]: row["status"] for row in journal(pack)}
+    template = expected["key_templates"]["sendInvoice"]
+    verdicts = {"INTENT": "INTENT_ONLY", "DONE": "DONE"}
+    for entry in entries:
+        for call in entry["unanswered_calls"]:
+            if call["tool"] == "sendInvoice":
+                key = template.format(**call["args"])
+                assert verdicts.get(keys.get(key, ""), "NO_ENTRY") == call["journal_verdict"]
+    loops = [r["run_id"] for r in rows.values() if int(r["attempts"]) >= expected["attempts_cap"]]
+    assert loops == expected["crash_loops"]
+
+
+def test_crash_recovery_duplicate_invoice_is_visible_only_by_call_id() -> None:
+    pack = FIXTURES / "crash_recovery"
+    dup = truth(pack)["expected"]["duplicate_effects"][0]
+    entries = {row["key"]: row for row in journal(pack)}
+    assert dup["business_key"] not in entries
+    for key, call_id in zip(dup["journal_keys"], dup["call_ids"], strict=True):
+        assert entries[key]["function_call_id"] == call_id
+    sent = [c for e in events(pack) for c in calls(e) if c["id"] in dup["call_ids"]]
+    assert [c["args"] for c in sent] == [{"invoiceId": dup["invoice"]}] * 2
+    assert truth(pack)["expected"]["billing"]["invoices_sent"][dup["invoice"]] == 2
+
+
+def test_latency_cliff_figures_come_from_the_log_and_the_dumps() -> None:
+    pack = FIXTURES / "latency_cliff"
+    expected = truth(pack)["expected"]
+    starts = {r.field("inv"): r for r in log(pack) if r.message.startswith("run.start")}
+    ends = {r.field("inv"): r for r in log(pack) if r.message.startswith("run.end")}
+    support = {inv: r for inv, r in starts.items() if r.field("app") == "support"}
+    cliff = expected["cliff"]
+    ms = {
+        b: [
+            float(ends[i].field("ms") or 0)
+            for i, r in support.items()
+            if i in ends and (r.ts < cliff) == b
+        ]
+        for b in (True, False)
+    }
+    assert np.percentile(ms[True], 95) == pytest.approx(expected["p95_before_ms"])
+    assert np.percentile(ms[False], 95) == pytest.approx(expected["p95_after_ms"])
+    assert 3_000 < expected["p95_before_ms"] < 5_500 and 55_000 < expected["p95_after_ms"] < 63_000
+    opened = sorted(i for i, r in support.items() if r.ts >= cliff and i not in ends)
+    assert opened == expected["open_invocations"]
+    assert 0.03 < len(opened) / sum(r.ts >= cliff for r in support.values()) < 0.05
+    last = {}
+    for event in sorted(events(pack), key=ts_ms):
+        last[inv_id(event)] = event
+    for inv in opened:
+        assert [c["name"] for c in calls(last[inv])] == ["order_lookup"]
+    threads = expected["threads"]
+    stuck = []
+    for entry in threads["dumps"]:
+        header, listed = dump(pack / entry["file"])
+        assert header == entry["taken_at"][:19].replace("T", " ")
+        stuck.append(
+            {
+                t.name
+                for t in listed
+                if threads["stuck_tool_frame"] in t.frames
+                and t.frames[0] == threads["stuck_top_frame"]
+            }
+        )
+    assert stuck[0] == stuck[1] == set(threads["stuck_threads"])
+    assert len(stuck[0]) == threads["stuck_count"] == 64
+
+
+def test_runaway_limit_loop_and_retries_are_in_the_evidence() -> None:
+    pack = FIXTURES / "runaway"
+    expected = truth(pack)["expected"]
+    hit = expected["limit_hits"][0]
+    records = log(pack)
+    warnings = [
+        int(r.field("calls") or 0)
+        for r in records
+        if r.message.startswith("run.many_llm_calls") and r.field("inv") == hit["invocation_id"]
+    ]
+    assert warnings == list(range(20, 501, 20))
+    end = next(
+        r
+        for r in records
+        if r.message.startswith("run.end") and r.field("inv") == hit["invocation_id"]
+    )
+    assert (end.field("outcome"), end.field("llmCalls")) == ("error", "500")
+    error = next(
+        r
+        for r in records
+        if r.message.startswith("run.error") and r.field("inv") == hit["invocation_id"]
+    )
+    assert hit["error"] in error.extra[0]
+    ok = [
+        float(r.field("llmCalls") or 0)
+        for r in records
+        if r.message.startswith("run.end") and r.field("outcome") == "ok"
+    ]
+    assert np.percentile(ok, 99) == pytest.approx(expected["llm_calls"]["p99"]) == 9
+    assert expected["recommended_max_llm_calls"] == 27
+    roots = [s for s in spans(pack) if s["name"] == "invocation" and s["status"].get("code") == 2]
+    assert len(roots) == 1 + len(expected["errors"]["run_errors"])
+    by_inv: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for event in events(pack):
+        by_inv[inv_id(event)].append(event)
+    hops = [
+        e["actions"].get("transferToAgent") for e in by_inv[expected["ping_pong"]["invocation_id"]]
+    ]
+    assert [h for h in hops if h] == expected["ping_pong"]["transfers"]
+    repeated = [
+        c["args"] for e in by_inv[expected["repeated_call"]["invocation_id"]] for c in calls(e)
+    ]
+    assert repeated == [expected["repeated_call"]["args"]] * expected["repeated_call"]["repeats"]
+    loop_keys = {k for e in by_inv[expected["loop"]["invocation_id"]] for k in delta(e)}
+    assert expected["loop"]["exit_key"] not in loop_keys
+
+
+@pytest.mark.parametrize("name", ["vanished_state", "vanished_state-adk-python"])
+def test_vanished_state_writes_are_the_stored_deltas(name: str) -> None:
+    pack = FIXTURES / name
+    expected = truth(pack)["expected"]
+    mine = sorted((e for e in events(pack) if e["sessionId"] == expected["session_id"]), key=ts_ms)
+    for key in expected["keys"]:
+        found = [
+            (inv_id(e), e["author"], bool(e.get("partial"))) for e in mine if key["key"] in delta(e)
+        ]
+        assert found == [(w["invocation_id"], w["author"], w["partial"]) for w in key["writes"]]
+        if key["diagnosis"] in ("never_written", "temp_prefix") and name.endswith("python"):
+            assert not found
+    raced = next(k for k in expected["keys"] if k["diagnosis"] == "raced")
+    first, second = (
+        [ts_ms(e) for e in mine if inv_id(e) == inv] for inv in raced["raced_invocations"]
+    )
+    assert min(second) < max(first) and min(first) < max(second)
+
+
+def test_healthy_has_nothing_to_find() -> None:
+    pack = FIXTURES / "healthy"
+    records = log(pack)
+    assert {r.level for r in records} == {"INFO"}
+    starts = {r.field("inv") for r in records if r.message.startswith("run.start")}
+    ends = {
+        r.field("inv")
+        for r in records
+        if r.message.startswith("run.end") and r.field("outcome") == "ok"
+    }
+    assert starts == ends
+    assert {row["status"] for row in ledger(pack)} <= {"DONE", "PAUSED"}
+    assert not any(s["status"] for s in spans(pack))
+    assert truth(pack)["expected"]["orphans"] == []
