@@ -172,13 +172,14 @@ def join_gaps(frames: Mapping[str, pd.DataFrame]) -> list[JoinGap]:
         orphan_responses = ~responses["call_id"].isin(calls["call_id"])
         gaps.append(_gap("responses with no call", responses["call_id"], orphan_responses))
     if spans is not None:
-        known = pd.Series(dtype="str")
-        if events is not None:
-            known = events["invocation_id"]
-        missing = spans["invocation_id"].isna()
+        gaps.append(
+            _gap("spans with no invocation id", spans["span_id"], spans["invocation_id"].isna())
+        )
         if events is not None and len(events):
-            missing |= ~spans["invocation_id"].isin(known)
-        gaps.append(_gap("spans with no invocation", spans["span_id"], missing))
+            absent = spans["invocation_id"].notna() & ~spans["invocation_id"].isin(
+                events["invocation_id"]
+            )
+            gaps.append(_gap("spans of invocations not in the events", spans["span_id"], absent))
     if journal is not None and calls is not None:
         by_call = journal["function_call_id"].isin(calls["call_id"])
         by_inv = journal["invocation_id"].isin(calls["invocation_id"])

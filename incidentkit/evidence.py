@@ -155,7 +155,8 @@ def open_evidence(
 ) -> Evidence:
     """Open the evidence described by a manifest (or a folder holding ``evidence.toml``).
 
-    Keyword filters replace the manifest's own; frames load lazily on first access.
+    Keyword filters replace the manifest's own (an empty ``app_name`` keeps the manifest's);
+    frames load lazily on first access.
     """
     manifest = load_manifest(path)
     filters = manifest.filters
@@ -163,7 +164,7 @@ def open_evidence(
         filters = replace(
             filters, window=window if isinstance(window, Window) else Window.parse(*window)
         )
-    if app_name is not None:
+    if app_name:
         filters = replace(filters, app_name=app_name)
     if session_ids is not None:
         filters = replace(filters, session_ids=tuple(session_ids))

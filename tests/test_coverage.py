@@ -64,7 +64,8 @@ def test_join_gaps_count_each_unmatched_row() -> None:
     assert gaps["calls with no response"].count == 2
     assert gaps["of which long-running (awaiting approval)"].examples == ("c3",)
     assert gaps["responses with no call"].examples == ("c7",)
-    assert gaps["spans with no invocation"].examples == ("b", "c")
+    assert gaps["spans with no invocation id"].examples == ("b",)
+    assert gaps["spans of invocations not in the events"].examples == ("c",)
     assert gaps["journal keys with no call"].examples == ("k2",)
 
 

@@ -7,10 +7,6 @@ Both keep one row per event in ``events`` with the whole event as snake_case JSO
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
-
-import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -24,7 +20,6 @@ EVENTS_TABLE = "events"
 METADATA_TABLE = "adk_internal_metadata"
 SUPPORTED_VERSION = "1"
 COLUMNS = ("id", "app_name", "user_id", "session_id", "invocation_id", "timestamp", "event_data")
-TimeKind = Literal["aware", "naive", "epoch"]
 
 
 def is_python_store(conn: Connection) -> bool:
@@ -38,7 +33,7 @@ def is_python_store(conn: Connection) -> bool:
 
 def read(conn: Connection, filters: Filters, *, what: str) -> Batch:
     """The filtered events of an ADK Python store, as a raw batch for the normaliser."""
-    origin, time_kind = _detect(conn, what=what)
+    origin, storage = _detect(conn, what=what)
     sql.require_table(conn, EVENTS_TABLE, COLUMNS, what=what)
     clause, params = sql.where(
         conn,
@@ -48,6 +43,7 @@ def read(conn: Connection, filters: Filters, *, what: str) -> Batch:
             app_name="app_name",
             session_id="session_id",
             invocation_id="invocation_id",
+            time_storage=storage,
         ),
     )
     q = {name: sql.quote(conn, name) for name in COLUMNS}
@@ -59,11 +55,11 @@ def read(conn: Connection, filters: Filters, *, what: str) -> Batch:
         f"FROM {sql.quote(conn, EVENTS_TABLE)}{clause} "
         f"ORDER BY {q['app_name']}, {q['user_id']}, {q['session_id']}, {q['timestamp']}, {tie}"
     )
-    frame = sql.read_frame(conn, query, window_params(conn, params, time_kind), what=what)
+    frame = sql.read_frame(conn, query, params, what=what)
     frame = frame.reindex(columns=["event_id", *COLUMNS[1:5], "ts", "event_data"])
     times, _ = (
         parse_times(frame["ts"], unit="s")
-        if time_kind == "epoch"
+        if storage == "epoch_s"
         else parse_times(frame["ts"], naive="utc")
     )
     where = EVENTS_TABLE + ":" + frame["session_id"].astype(str) + "/"
@@ -73,7 +69,7 @@ def read(conn: Connection, filters: Filters, *, what: str) -> Batch:
     return Batch(values=frame["event_data"], meta=meta, origin=origin)
 
 
-def _detect(conn: Connection, *, what: str) -> tuple[Origin, TimeKind]:
+def _detect(conn: Connection, *, what: str) -> tuple[Origin, sql.TimeStorage]:
     """Which store this is and how its ``timestamp`` column keeps time; refuse other versions."""
     inspector = sa.inspect(conn)
     if not inspector.has_table(EVENTS_TABLE):
@@ -110,7 +106,7 @@ def _detect(conn: Connection, *, what: str) -> tuple[Origin, TimeKind]:
     if isinstance(stamp, sa.DateTime):
         return PYTHON_DB_V1, "aware" if stamp.timezone else "naive"
     if isinstance(stamp, sa.Float | sa.Numeric | sa.Integer):
-        return PYTHON_SQLITE, "epoch"
+        return PYTHON_SQLITE, "epoch_s"
     return PYTHON_DB_V1, "naive"
 
 
@@ -130,23 +126,3 @@ def _schema_version(conn: Connection, *, what: str) -> str:
             fix="check that this is an ADK DatabaseSessionService database",
         )
     return str(row[0])
-
-
-def window_params(conn: Connection, params: Mapping[str, Any], kind: TimeKind) -> dict[str, Any]:
-    """Window bounds in the form a time column compares with.
-
-    ``aware`` columns take UTC datetimes as built by ``sql.where``; ``naive`` columns store UTC
-    without an offset (SQLite as text in SQLAlchemy's format); ``epoch`` columns hold seconds.
-    """
-    out = dict(params)
-    if "w_start" not in out or kind == "aware":
-        return out
-    for name in ("w_start", "w_end"):
-        stamp = pd.Timestamp(out[name]).tz_convert("UTC")
-        if kind == "epoch":
-            out[name] = stamp.timestamp()
-        elif conn.dialect.name == "sqlite":
-            out[name] = stamp.strftime("%Y-%m-%d %H:%M:%S.%f")
-        else:
-            out[name] = stamp.tz_localize(None).to_pydatetime()
-    return out

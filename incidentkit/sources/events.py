@@ -33,7 +33,6 @@ from incidentkit.sources.adk_events import (
     PYTHON_SESSION_JSON,
     Batch,
     Origin,
-    collector_paused,
     normalise,
 )
 from incidentkit.sources.base import (
@@ -137,17 +136,15 @@ def _read_java_table(conn: Connection, spec: SourceSpec, filters: Filters) -> Ba
             session_id=names["session_id"],
             invocation_id=names["invocation_id"],
         ),
+        table=info,
     )
-    kind: adk_python.TimeKind = "naive" if names["ts"] in info.naive_time_columns else "aware"
     selected = ("event_id", "app_name", "user_id", "session_id", "event")
     query = (
         f"SELECT {', '.join(f'{q[col]} AS {sql.quote(conn, col)}' for col in selected)} "
         f"FROM {sql.quote(conn, table)}{clause} ORDER BY {q['app_name']}, {q['user_id']}, "
         f"{q['session_id']}, {q['ts']}, {q['event_id']}"
     )
-    frame = sql.read_frame(
-        conn, query, adk_python.window_params(conn, params, kind), what=WHAT
-    ).reindex(columns=list(selected))
+    frame = sql.read_frame(conn, query, params, what=WHAT).reindex(columns=list(selected))
     meta = frame[["event_id", "app_name", "user_id", "session_id"]].assign(
         location=table + ":" + frame["event_id"].astype(str)
     )
@@ -163,11 +160,8 @@ def _read_file(path: Path, fmt: str | None, sink: RejectSink) -> Batch | None:
     if shape is None:
         return None
     if shape == "document":
-        with collector_paused():
-            doc = read_json_document(path, what=WHAT)
-        return _read_sessions(path, doc, fmt)
-    with collector_paused():
-        records, locations = read_json_lines(path, sink, what=WHAT)
+        return _read_sessions(path, read_json_document(path, what=WHAT), fmt)
+    records, locations = read_json_lines(path, sink, what=WHAT)
     values = pd.Series(records, dtype=object)
     return Batch(values, pd.DataFrame({"location": locations}), _origin(fmt, records))
 

@@ -1,5 +1,8 @@
 """Spans from OTLP/JSON lines (collector file exporter) or Jaeger JSON, ADK Java and Python.
 
+The envelopes are decoded by :mod:`.otlp` and :mod:`.jaeger`; this module checks the spans,
+turns them into the ``spans`` frame and re-reads payloads.
+
 Ids become lowercase hex (trace 32 wide, span 16 wide; base64 ids from plain protobuf JSON are
 decoded). ``kind`` says what a span measures whatever the ADK version named it. Invocation and
 session ids are spread to every span of a trace that names exactly one. Payload attributes
@@ -23,7 +26,9 @@ import pandas as pd
 from incidentkit.errors import ParameterError, SchemaError, SourceError
 from incidentkit.frames import SpanKind, conform
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources.base import Loaded, RejectSink, read_json_document, read_json_lines
+from incidentkit.sources import jaeger, otlp
+from incidentkit.sources.base import Loaded, RejectSink
+from incidentkit.sources.otlp import RawSpan
 
 PAYLOAD_KEYS: tuple[str, ...] = (
     "gcp.vertex.agent.llm_request",
@@ -51,13 +56,6 @@ _OP_KIND = {
     "chat": SpanKind.CALL_LLM,
     "execute_tool": SpanKind.EXECUTE_TOOL,
 }
-_STATUS = {0: "UNSET", 1: "OK", 2: "ERROR"}
-# Tags the OTLP -> Jaeger translator adds; they are not span attributes.
-_JAEGER_TAGS = frozenset(
-    {"otel.status_code", "otel.status_description", "error", "span.kind", "w3c.tracestate"}
-    | {"otel.scope.name", "otel.scope.version", "otel.library.name", "otel.library.version"}
-)
-_SHAPE_ERRORS = (KeyError, TypeError, AttributeError, ValueError)
 _MAX_NS = 2**63  # datetime64[ns] ends in 2262
 _HEX = re.compile(r"[0-9a-fA-F]+")
 _COLUMNS = [
@@ -146,7 +144,7 @@ def _read(
 ) -> Iterator[tuple[Any, ...]]:
     """Rows (in ``_COLUMNS`` order) of one file; unreadable spans go to ``sink``."""
     fmt = fmt or _detect(path)
-    raws = _otlp_spans(path, sink) if fmt == "otlp-json" else _jaeger_spans(path, sink)
+    raws = otlp.read_spans(path, sink) if fmt == "otlp-json" else jaeger.read_spans(path, sink)
     for location, raw in raws:
         row = _row(raw, location, sink, payloads=payloads)
         if row is not None and (wanted is None or row[1] in wanted):
@@ -176,128 +174,8 @@ def _detect(path: Path) -> str:
     return min(present, key=present.__getitem__)
 
 
-def _otlp_spans(path: Path, sink: RejectSink) -> Iterator[tuple[str, dict[str, Any]]]:
-    records, locations = read_json_lines(path, sink, what="spans")
-    for record, location in zip(records, locations, strict=True):
-        try:
-            spans = [
-                span
-                for resource in record["resourceSpans"]
-                for scope in resource.get("scopeSpans")
-                or resource.get("instrumentationLibrarySpans")
-                or []
-                for span in scope.get("spans") or []
-            ]
-        except _SHAPE_ERRORS:
-            reason = "not an OTLP/JSON traces line (resourceSpans/scopeSpans/spans)"
-            sink.add(location, reason, json.dumps(record))
-            continue
-        for span in spans:
-            try:
-                yield location, _from_otlp(span)
-            except _SHAPE_ERRORS as err:
-                sink.add(location, f"span cannot be decoded ({err!r})", json.dumps(span))
-
-
-def _from_otlp(span: dict[str, Any]) -> dict[str, Any]:
-    status = span.get("status") or {}
-    code = status.get("code", 0)
-    if isinstance(code, str):  # plain protobuf JSON writes enum names
-        code = {"STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}.get(code, 0)
-    exception = next((e for e in span.get("events") or [] if e.get("name") == "exception"), None)
-    return {
-        "trace": span.get("traceId"),
-        "span": span.get("spanId"),
-        "parent": span.get("parentSpanId"),
-        "name": span.get("name"),
-        "start": span.get("startTimeUnixNano"),
-        "end": span.get("endTimeUnixNano"),
-        "scale": 1,
-        "status": _STATUS.get(code, "UNSET"),
-        "message": status.get("message"),
-        "attrs": _key_values(span.get("attributes")),
-        "exception": _key_values(exception.get("attributes")) if exception else {},
-        "json": span,
-    }
-
-
-def _key_values(items: Any) -> dict[str, Any]:
-    return {item["key"]: _any_value(item.get("value") or {}) for item in items or []}
-
-
-def _any_value(value: dict[str, Any]) -> Any:
-    for kind, raw in value.items():
-        if kind == "intValue":
-            return int(raw)
-        if kind == "doubleValue":
-            return float(raw)
-        if kind == "arrayValue":
-            return [_any_value(v) for v in (raw or {}).get("values") or []]
-        if kind == "kvlistValue":
-            return _key_values((raw or {}).get("values"))
-        return raw
-    return None
-
-
-def _jaeger_spans(path: Path, sink: RejectSink) -> Iterator[tuple[str, dict[str, Any]]]:
-    document = read_json_document(path, what="spans")
-    traces = document.get("data") if isinstance(document, dict) else None
-    if not isinstance(traces, list):
-        raise SchemaError(
-            'spans: Jaeger JSON must be an object with a "data" list of traces',
-            value=str(path),
-            fix="export from the Jaeger UI (Download JSON) or /api/traces",
-        )
-    for i, trace in enumerate(traces):
-        spans = trace.get("spans") if isinstance(trace, dict) else None
-        if not isinstance(spans, list):
-            sink.add(f"{path.name}:data[{i}]", "Jaeger trace without a spans list", trace)
-            continue
-        for j, span in enumerate(spans):
-            location = f"{path.name}:data[{i}].spans[{j}]"
-            try:
-                yield location, _from_jaeger(span)
-            except _SHAPE_ERRORS as err:
-                sink.add(location, f"span cannot be decoded ({err!r})", json.dumps(span))
-
-
-def _from_jaeger(span: dict[str, Any]) -> dict[str, Any]:
-    tags = {t["key"]: _jaeger_value(t) for t in span.get("tags") or []}
-    refs = [r for r in span.get("references") or [] if r.get("refType") == "CHILD_OF"]
-    status = str(tags.get("otel.status_code", "ERROR" if tags.get("error") is True else "UNSET"))
-    logs = [
-        {f["key"]: _jaeger_value(f) for f in log.get("fields") or []}
-        for log in span.get("logs") or []
-    ]
-    exception = next(
-        (log for log in logs if log.get("event") == "exception" or "exception.type" in log), {}
-    )
-    start, duration = span.get("startTime"), span.get("duration")
-    return {
-        "trace": span.get("traceID"),
-        "span": span.get("spanID"),
-        "parent": refs[0].get("spanID") if refs else None,
-        "name": span.get("operationName"),
-        "start": start,
-        "end": None if start is None or duration is None else int(start) + int(duration),
-        "scale": 1000,
-        "status": status.upper() if status.upper() in ("OK", "ERROR") else "UNSET",
-        "message": tags.get("otel.status_description"),
-        "attrs": {k: v for k, v in tags.items() if k not in _JAEGER_TAGS},
-        "exception": exception,
-        "json": span,
-    }
-
-
-def _jaeger_value(tag: dict[str, Any]) -> Any:
-    value = tag.get("value")
-    if tag.get("type") == "int64" and isinstance(value, str):
-        return int(value)
-    return value
-
-
 def _row(
-    raw: dict[str, Any], location: str, sink: RejectSink, *, payloads: tuple[str, ...]
+    raw: RawSpan, location: str, sink: RejectSink, *, payloads: tuple[str, ...]
 ) -> tuple[Any, ...] | None:
     """Check one decoded span and turn it into a row, or reject it."""
     required = {"trace id": raw["trace"], "span id": raw["span"], "name": raw["name"]}
@@ -362,7 +240,7 @@ def _row(
     return row
 
 
-def _text(raw: dict[str, Any]) -> str:
+def _text(raw: RawSpan) -> str:
     return json.dumps(raw["json"], default=str)
 
 

@@ -4,6 +4,13 @@ Every connection the kit opens is read-only (PostgreSQL and MySQL read-only tran
 SQLite opened with ``mode=ro``). Filters are bound parameters; on PostgreSQL the rows travel
 through ``COPY (SELECT ...) TO STDOUT`` (measured about 8x faster than ``pandas.read_sql`` for
 JSON rows), elsewhere through ``pandas.read_sql``.
+
+Window bounds are bound the way the time column stores instants (:data:`TimeStorage`), so the
+database compares like with like, exactly to the microsecond: PostgreSQL ``timestamptz`` takes
+aware UTC datetimes, ``timestamp without time zone`` and MySQL/MariaDB ``DATETIME``/``TIMESTAMP``
+(compared in the session zone, UTC) naive UTC datetimes, SQLite (which has no time type and
+compares text) UTC text in the form SQLAlchemy and ADK write, ``YYYY-MM-DD HH:MM:SS.ffffff``,
+and epoch columns (SqliteSessionService's ``REAL``) seconds.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import io
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 import sqlalchemy as sa
@@ -20,9 +27,15 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
 from incidentkit.errors import SchemaError, SourceError
-from incidentkit.manifest import Filters
+from incidentkit.manifest import Filters, Window
 
 NULL_MARK = "\\N"
+TimeStorage = Literal["aware", "naive", "epoch_s"]
+"""How a column keeps instants: a zoned type, UTC wall time without a zone, epoch seconds."""
+SQLITE_TIME_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
+"""The text SQLAlchemy's SQLite ``DATETIME`` (and so ADK) writes; SQLite compares it as text."""
+_D = "[0-9]"
+_SQLITE_TIME_GLOB = f"{_D * 4}-{_D * 2}-{_D * 2} {_D * 2}:{_D * 2}:{_D * 2}.{_D * 6}"
 
 
 def open_engine(url: str, *, what: str) -> Engine:
@@ -156,16 +169,26 @@ def require_table(conn: Connection, table: str, needed: Sequence[str], *, what: 
 
 @dataclass(frozen=True)
 class Predicates:
-    """Column names the filters apply to, for one table; None means the filter does not apply."""
+    """Column names the filters apply to, for one table; None means the filter does not apply.
+
+    ``time_storage`` says how ``time`` keeps instants; None takes it from the ``table`` given to
+    :func:`where` (naive when listed in ``naive_time_columns``), else aware.
+    """
 
     time: str | None = None
     app_name: str | None = None
     session_id: str | None = None
     invocation_id: str | None = None
+    time_storage: TimeStorage | None = None
 
 
 def where(
-    conn: Connection, filters: Filters, on: Predicates, *, prefix: str = ""
+    conn: Connection,
+    filters: Filters,
+    on: Predicates,
+    *,
+    table: TableInfo | None = None,
+    prefix: str = "",
 ) -> tuple[str, dict[str, Any]]:
     """A SQL ``WHERE`` fragment (with ``:name`` binds) and its parameters."""
     clauses: list[str] = []
@@ -173,9 +196,8 @@ def where(
     if filters.window is not None and on.time:
         time_col = prefix + quote(conn, on.time)
         clauses.append(f"{time_col} >= :w_start AND {time_col} < :w_end")
-        # Python datetimes hold microseconds: widen the window to whole microseconds.
-        params["w_start"] = filters.window.start.floor("us").to_pydatetime()
-        params["w_end"] = filters.window.end.ceil("us").to_pydatetime()
+        storage = on.time_storage or time_storage(table, on.time)
+        params["w_start"], params["w_end"] = window_params(conn, filters.window, storage)
     if filters.app_name is not None and on.app_name:
         clauses.append(f"{prefix}{quote(conn, on.app_name)} = :app_name")
         params["app_name"] = filters.app_name
@@ -190,6 +212,47 @@ def where(
             )
             params.update(zip(names, values, strict=True))
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def time_storage(table: TableInfo | None, column: str) -> TimeStorage:
+    """``naive`` when ``table`` lists ``column`` as a timestamp without a zone, else ``aware``."""
+    return "naive" if table is not None and column in table.naive_time_columns else "aware"
+
+
+def window_params(conn: Connection, window: Window, storage: TimeStorage) -> tuple[Any, Any]:
+    """The window's start and end as a column of ``storage`` on ``conn`` compares with them.
+
+    Databases keep whole microseconds: the window is widened to them (start floored, end
+    ceiled), so a bound in nanoseconds never loses a row.
+    """
+    return (
+        bind_time(conn, window.start.floor("us"), storage),
+        bind_time(conn, window.end.ceil("us"), storage),
+    )
+
+
+def bind_time(conn: Connection, stamp: pd.Timestamp, storage: TimeStorage) -> Any:
+    """``stamp`` (aware, whole microseconds) in the representation a time column stores."""
+    utc = stamp.tz_convert("UTC")
+    if storage == "epoch_s":
+        return utc.timestamp()
+    if conn.dialect.name == "sqlite":
+        return utc.strftime(SQLITE_TIME_FORMAT)
+    if storage == "naive" or conn.dialect.name != "postgresql":
+        return utc.tz_localize(None).to_pydatetime()  # MySQL keeps no zone (session zone UTC)
+    return utc.to_pydatetime()
+
+
+def time_unknown(conn: Connection, column_sql: str, storage: TimeStorage) -> str:
+    """SQL true where ``column_sql`` holds no time SQL can compare with bound ones.
+
+    That is NULL and, on SQLite, text not in :data:`SQLITE_TIME_FORMAT` (``T``-separated or
+    offset ISO 8601, a value without microseconds, text that is no time). Such rows can only be
+    placed after parsing: a loader that lets them through must filter them again in pandas.
+    """
+    if conn.dialect.name == "sqlite" and storage != "epoch_s":
+        return f"({column_sql} IS NULL OR {column_sql} NOT GLOB '{_SQLITE_TIME_GLOB}')"
+    return f"{column_sql} IS NULL"
 
 
 def quote(conn: Connection, identifier: str) -> str:

@@ -139,13 +139,14 @@ def _read_sql(
                     fix=f'if they hold UTC, set naive_timestamps = "utc" in the manifest\'s '
                     f"[{spec.section}] section; otherwise convert them to a time-zone-aware type",
                 )
-            query, params = _select(conn, layout, names, present, table, filters)
+            query, params = _select(conn, layout, names, present, info, filters)
             raw = sql.read_frame(conn, query, params, what=what)
             dialect = conn.dialect.name
     finally:
         engine.dispose()
-    # Only PostgreSQL compares exactly; MySQL collations fold case and trailing spaces, and
-    # SQLite times are compared as julianday doubles with a second of slack.
+    # Only PostgreSQL's result is exact; pandas applies the filters again elsewhere: MySQL
+    # collations fold case and trailing spaces in the text filters, and SQLite text times not in
+    # SQLAlchemy's form pass the window unfiltered (sql.time_unknown) to be placed after parsing.
     return raw.reindex(columns=layout.columns), f"{table}:", dialect == "postgresql"
 
 
@@ -154,7 +155,7 @@ def _select(
     layout: Layout,
     names: dict[str, str],
     present: list[str],
-    table: str,
+    info: sql.TableInfo,
     filters: Filters,
 ) -> tuple[str, dict[str, Any]]:
     """The SELECT of the present columns, named canonically, with every filter bound."""
@@ -168,30 +169,23 @@ def _select(
     where, params = sql.where(conn, filters, mapped)
     clauses = [where.removeprefix(" WHERE ")] if where else []
     if filters.window is not None:
-        start, end = (q(conn, names[c]) for c in layout.window)
-        low, high = filters.window.start, filters.window.end
-        if conn.dialect.name == "sqlite":
-            # SQLite stores time as text; julianday() reads ISO 8601 with offsets as UTC.
-            start, end = f"julianday({start})", f"julianday({end})"
-            bound = "julianday(:{})"
-            slack = pd.Timedelta(seconds=1)
-            params["win_start"] = (low - slack).strftime("%Y-%m-%d %H:%M:%S.%f")
-            params["win_end"] = (high + slack).strftime("%Y-%m-%d %H:%M:%S.%f")
-        else:
-            bound = ":{}"
-            wall = conn.dialect.name != "postgresql"  # MySQL DATETIME compares UTC wall times
-            for name, stamp in (("win_start", low), ("win_end", high)):
-                params[name] = (stamp.tz_localize(None) if wall else stamp).to_pydatetime()
+        # Each bound as the column it is compared with stores time; rows whose time SQL
+        # cannot compare (NULL, odd SQLite text) pass, to be placed or rejected after parsing.
+        (start, start_as), (end, end_as) = (
+            (q(conn, names[c]), sql.time_storage(info, names[c])) for c in layout.window
+        )
+        params["win_start"] = sql.window_params(conn, filters.window, end_as)[0]
+        params["win_end"] = sql.window_params(conn, filters.window, start_as)[1]
         opened = [f"open_{i}" for i in range(len(layout.open_statuses))]
         params.update(zip(opened, layout.open_statuses, strict=True))
         status = q(conn, names["status"])
         clauses.append(
-            f"({start} IS NULL OR {start} < {bound.format('win_end')}) AND ({end} IS NULL OR "
-            f"{end} >= {bound.format('win_start')} OR {status} IN "
+            f"({sql.time_unknown(conn, start, start_as)} OR {start} < :win_end) AND "
+            f"({sql.time_unknown(conn, end, end_as)} OR {end} >= :win_start OR {status} IN "
             f"({', '.join(':' + n for n in opened)}))"
         )
     columns = ", ".join(f"{q(conn, names[c])} AS {q(conn, c)}" for c in present)
-    query = f"SELECT {columns} FROM {q(conn, table)}"
+    query = f"SELECT {columns} FROM {q(conn, info.name)}"
     return (query + " WHERE " + " AND ".join(clauses) if clauses else query), params
 
 

@@ -1,20 +1,23 @@
 """SQL guarantees of the ledger and journal loaders on real SQLite, PostgreSQL and MariaDB.
 
 The same rows give the same frames from CSV, JSON lines and every database; filters travel as
-bound parameters; schema problems and unreachable servers raise errors that say what to do;
-and the kit's connections cannot write.
+bound parameters, window bounds in the form each column stores time (exact below a second);
+schema problems and unreachable servers raise errors that say what to do; and the kit's
+connections cannot write.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
 
 from incidentkit import store
 from incidentkit.errors import ManifestError, SchemaError, SourceError
@@ -294,3 +297,127 @@ def test_the_kits_connection_cannot_write(db_url: str) -> None:
     with writer.connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM agent_run")).scalar_one() == 1
     writer.dispose()
+
+
+# -- window bounds at sub-second precision ----------------------------------------------------
+
+BOUNDARY = Window.parse("2026-11-29T03:00:00.5Z", "2026-11-29T04:00:00.25Z")
+TICKS = {
+    "before": "2026-11-29T03:00:00.499999Z",
+    "at-start": "2026-11-29T03:00:00.5Z",
+    "after-start": "2026-11-29T03:00:00.500001Z",
+    "before-end": "2026-11-29T04:00:00.249999Z",
+    "at-end": "2026-11-29T04:00:00.25Z",
+}
+NAIVE_START = datetime(2026, 11, 29, 3, 0, 0, 500000)
+START_UTC = NAIVE_START.replace(tzinfo=UTC)
+
+
+def naive_utc(text: str) -> datetime:
+    return pd.Timestamp(text).tz_convert("UTC").tz_localize(None).to_pydatetime()
+
+
+def in_plus_two(text: str) -> datetime:
+    """The instant in a +02:00 zone: the database must compare instants, not wall times."""
+    return pd.Timestamp(text).tz_convert(timezone(timedelta(hours=2))).to_pydatetime()
+
+
+def epoch_seconds(text: str) -> float:
+    return pd.Timestamp(text).timestamp()
+
+
+PG, MY = pytest.mark.postgres, pytest.mark.mysql
+BOUNDARY_CASES = [
+    # database, column type, value stored for an ISO text, storage named, bound window start
+    pytest.param(
+        "sqlite", sa.DateTime(), naive_utc, None, "2026-11-29 03:00:00.500000", id="sqlite-naive"
+    ),
+    pytest.param("sqlite", sa.Float(), epoch_seconds, "epoch_s", 1795921200.5, id="sqlite-epoch"),
+    pytest.param(
+        "postgresql", sa.DateTime(), naive_utc, None, NAIVE_START, marks=PG, id="pg-naive"
+    ),
+    pytest.param(
+        "postgresql",
+        sa.DateTime(timezone=True),
+        in_plus_two,
+        None,
+        START_UTC,
+        marks=PG,
+        id="pg-aware",
+    ),
+    pytest.param(
+        "mysql", mysql.DATETIME(fsp=6), naive_utc, None, NAIVE_START, marks=MY, id="mariadb"
+    ),
+]
+
+
+@pytest.mark.parametrize(("kind", "column_type", "stored", "storage", "bound"), BOUNDARY_CASES)
+def test_window_bounds_compare_exactly_below_a_second(
+    kind: str,
+    column_type: sa.types.TypeEngine[Any],
+    stored: Callable[[str], Any],
+    storage: sql.TimeStorage | None,
+    bound: Any,
+    request: pytest.FixtureRequest,
+) -> None:
+    url = (
+        f"sqlite:///{request.getfixturevalue('sqlite_path')}"
+        if kind == "sqlite"
+        else request.getfixturevalue("pg_url" if kind == "postgresql" else "mysql_url")
+    )
+    ticks = sa.Table(
+        "ticks",
+        sa.MetaData(),
+        sa.Column("id", sa.String(16), primary_key=True),
+        sa.Column("at", column_type),
+    )
+    writer = sa.create_engine(url)
+    with writer.begin() as conn:
+        ticks.create(conn)
+        conn.execute(ticks.insert(), [{"id": k, "at": stored(v)} for k, v in TICKS.items()])
+    writer.dispose()
+    engine = sql.open_engine(url, what="test")
+    try:
+        with sql.connect(engine, what="test") as conn:
+            info = sql.require_table(conn, "ticks", ["id", "at"], what="test")
+            clause, params = sql.where(
+                conn,
+                Filters(window=BOUNDARY),
+                sql.Predicates(time="at", time_storage=storage),
+                table=info,
+            )
+            query = f"SELECT {sql.quote(conn, 'id')} FROM ticks{clause} ORDER BY 1"
+            got = sql.read_frame(conn, query, params, what="test")["id"].tolist()
+    finally:
+        engine.dispose()
+    assert got == ["after-start", "at-start", "before-end"]
+    # Bound as the column stores time: SQLite text, epoch seconds, naive or aware UTC.
+    assert params["w_start"] == bound
+    assert type(params["w_start"]) is type(bound)
+    if isinstance(bound, datetime):
+        assert params["w_start"].tzinfo == bound.tzinfo
+
+
+def test_sqlite_times_in_other_iso_forms_are_placed_after_parsing(sqlite_path: Path) -> None:
+    """Text SQLite cannot compare (``T``, offsets) passes SQL; pandas applies the window."""
+    url = f"sqlite:///{sqlite_path}"
+    write(url, store.agent_run, [])
+    rows = [
+        ("r-1", "2026-11-29T05:00:00.25+01:00", "2026-11-29T04:10:00Z"),  # starts at the end
+        ("r-2", "2026-11-29T05:00:00.249999+01:00", "2026-11-29 04:10:00.000000"),
+        ("r-3", "2026-11-29 02:00:00.000000", "2026-11-29T03:00:00.499999Z"),  # ended before
+        ("r-4", "2026-11-29 02:00:00.000000", "2026-11-29 03:00:00.500000"),
+        ("r-5", "2026-11-29 02:00:00.000000", "2026-11-29 03:00:00.499999"),
+        ("r-6", "2026-11-29 02:00:00", "2026-11-29 03:00:00.5"),  # no microseconds: to pandas
+    ]
+    execute(
+        url,
+        *(
+            "INSERT INTO agent_run VALUES "
+            f"('{run}', 'a', 'u', 's', 'e', '{{}}', 'DONE', NULL, NULL, 0, '{start}', '{end}')"
+            for run, start, end in rows
+        ),
+    )
+    loaded = ledger.load(db_spec("ledger", url), Filters(window=BOUNDARY))
+    assert loaded.rejects.empty
+    assert loaded.frames["runs"]["run_id"].tolist() == ["r-4", "r-6", "r-2"]
