@@ -314,8 +314,9 @@ def _enum(kind: type[enum.StrEnum], value: Any, what: str) -> Any:
 
 # ---------------------------------------------------------------------------- orphans
 
-_RUN_ROW = ["run_id", "session_id", "invocation_id", "orphan_class", "unanswered_calls"]
-_RUN_ROW += ["journal_verdict", "action", "reason", "owner", "attempts", "lease_until"]
+_RUN_ROW = ["run_id", "session_id", "invocation_id", "orphan_class", "action_kind"]
+_RUN_ROW += ["unanswered_calls", "journal_verdict", "action", "reason", "owner", "attempts"]
+_RUN_ROW += ["lease_until"]
 # Finding id -> (severity, title after the count, what it means, what to do).
 _ORPHAN_TEXT: Mapping[str, tuple[Severity, str, str, str]] = {
     "orphans/rejects": (

@@ -1,7 +1,7 @@
 """Plots: ``fn(frames..., *, ax=None) -> Axes``, drawn with matplotlib, headless-safe.
 
 Without ``ax`` a new :class:`matplotlib.figure.Figure` is made (no pyplot state, so nothing
-depends on a display or an interactive backend); show it in a notebook with ``ax.figure``.
+depends on a display or an interactive backend); ``show(ax)`` displays it in a notebook.
 """
 
 from __future__ import annotations
@@ -40,6 +40,25 @@ EVENT_MARKERS: dict[str, tuple[str, str]] = {
     "error": ("X", "#c8553d"),
     "text": (".", "#888888"),
 }
+
+
+class Picture:
+    """A figure as a PNG that Jupyter displays (and nbconvert embeds in HTML reports)."""
+
+    def __init__(self, png: bytes) -> None:
+        self.png = png
+
+    def _repr_png_(self) -> bytes:
+        return self.png
+
+
+def show(ax: Axes, *, dpi: int = 100) -> Picture:
+    """Render the figure holding ``ax`` for display as a notebook cell's last value."""
+    import io
+
+    buffer = io.BytesIO()
+    ax.get_figure(root=True).savefig(buffer, format="png", dpi=dpi)  # type: ignore[union-attr]
+    return Picture(buffer.getvalue())
 
 
 def _axes(ax: Axes | None, size: tuple[float, float]) -> Axes:

@@ -245,3 +245,14 @@ def test_plots_never_load_pyplot() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_show_renders_a_png_for_notebooks() -> None:
+    from matplotlib.figure import Figure
+
+    from incidentkit.plots import show
+
+    ax = Figure(figsize=(2, 1)).add_subplot()
+    ax.plot([0, 1], [1, 0])
+    png = show(ax)._repr_png_()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 1000

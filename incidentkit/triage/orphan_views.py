@@ -139,11 +139,19 @@ def duplicate_effects(
     c = c[c["business_key"].notna()]
     tool_of = c.drop_duplicates("business_key").set_index("business_key")["name"]
     key_of_call = c[c["call_id"].notna()].drop_duplicates("call_id").set_index("call_id")
-    j = journal.loc[journal["status"] == "DONE", ["key", "invocation_id", "function_call_id"]]
+    # A business-key journal holds one entry per key; several entries for one business key
+    # mean it is keyed by call id, so each re-drive ran the tool again. An INTENT beside a
+    # DONE is an effect too: W4 (the send happened, journal.done was lost).
+    j = journal.loc[
+        journal["status"].isin(["DONE", "INTENT"]),
+        ["key", "invocation_id", "function_call_id", "status"],
+    ]
     j = j.assign(
-        business_key=j["function_call_id"].map(key_of_call["business_key"]).fillna(j["key"])
+        business_key=j["function_call_id"].map(key_of_call["business_key"]).fillna(j["key"]),
+        done=j["status"] == "DONE",
     )
     j = j[j["business_key"].duplicated(keep=False)]  # so every group has two or more
+    j = j[j.groupby("business_key")["done"].transform("any")]
     by_journal = j.groupby("business_key").agg(
         effects=("key", "size"),
         call_ids=("function_call_id", tuple),
@@ -167,7 +175,10 @@ def duplicate_effects(
     out = pd.concat([by_journal, by_calls]).reset_index(names="business_key")
     out["tool"] = out["business_key"].map(tool_of)
     fields = {"tool": out["tool"], "key": out["business_key"], "n": int_text(out["effects"])}
-    journal_words = "the journal holds {n} DONE entries for {key}: the effect happened {n} times"
+    journal_words = (
+        "the journal holds {n} entries (DONE or INTENT) for business key {key} under different "
+        "keys: it is keyed by function call id, so each re-drive ran {tool} again"
+    )
     calls_words = (
         "{n} answered calls of {tool} carry business key {key} and the journal has no entry "
         "under it, so {tool} most likely ran {n} times"
@@ -187,6 +198,11 @@ def status_disagreements(runs_x: pd.DataFrame) -> pd.DataFrame:
         (
             cls.eq(OrphanClass.ACTUALLY_DONE) & (runs_x["orphan"] | status.isin(stopped)),
             "ledger says {status} but the terminal agent's final response is stored ({last})",
+        ),
+        (
+            cls.eq(OrphanClass.PAUSED) & (status == RunStatus.RUNNING) & runs_x["orphan"],
+            "ledger says RUNNING but the log shows a clean pause on a long-running call "
+            "({last}): the ledger's PAUSED update was lost",
         ),
         (
             done & (runs_x["unanswered_calls"].str.len() > 0),

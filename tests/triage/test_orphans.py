@@ -540,6 +540,55 @@ def test_duplicate_effects_from_the_journal_and_from_answered_calls() -> None:
     pd.testing.assert_frame_equal(got, expected)
 
 
+def test_a_w4_intent_beside_a_later_done_under_call_id_keys_is_a_duplicate_send() -> None:
+    """Seed 000's trap: killed in W4 (intent kept, invoice sent), re-driven under a new call
+    id that found no entry and sent again."""
+    log = (
+        Log()
+        .user("s1", "i1", 1)
+        .call("s1", "i1", 2, "billing_agent", "c1", "sendInvoice", INVOICE)
+        .user("s1", "i2", 10)
+        .call("s1", "i2", 11, "billing_agent", "c2", "sendInvoice", INVOICE)
+        .response("s1", "i2", 12, "billing_agent", "c2", "sendInvoice")
+    )
+    jrows = journal(
+        ("send-invoice:c1", "i1", "c1", "INTENT"), ("send-invoice:c2", "i2", "c2", "DONE")
+    )
+    dup = classify([], log, jrows).duplicate_effects
+    assert dup[["business_key", "effects", "basis"]].to_dict("records") == [
+        {"business_key": "send-invoice:INV-77", "effects": 2, "basis": "journal"}
+    ]
+    assert dup["journal_keys"].iloc[0] == ("send-invoice:c1", "send-invoice:c2")
+    assert "keyed by function call id" in dup["detail"].iloc[0]
+
+
+def test_two_intents_without_a_done_are_not_a_proven_duplicate() -> None:
+    log = (
+        Log()
+        .user("s1", "i1", 1)
+        .call("s1", "i1", 2, "billing_agent", "c1", "sendInvoice", INVOICE)
+        .user("s1", "i2", 10)
+        .call("s1", "i2", 11, "billing_agent", "c2", "sendInvoice", INVOICE)
+    )
+    jrows = journal(("k-c1", "i1", "c1", "INTENT"), ("k-c2", "i2", "c2", "INTENT"))
+    assert classify([], log, jrows).duplicate_effects.empty
+
+
+def test_an_expired_run_whose_log_shows_a_clean_pause_disagrees_with_the_ledger() -> None:
+    log = (
+        Log()
+        .user("s1", "i1", 1)
+        .call("s1", "i1", 2, "billing_agent", "lr-1", "approve", {}, long_running=True)
+    )
+    report = classify([run("r1", "s1", invocation_id="i1")], log)
+    assert one(report, "r1")["orphan_class"] == "PAUSED"
+    row = one(report, "r1", "status_disagreements")
+    assert row["ledger_status"] == "RUNNING"
+    assert "PAUSED update was lost" in row["detail"]
+    live = classify([run("r1", "s1", invocation_id="i1", lease_until=at(3600))], log)
+    assert live.status_disagreements.empty
+
+
 def test_a_replayed_call_under_a_business_key_journal_is_not_a_duplicate() -> None:
     log = (
         Log()

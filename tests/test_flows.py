@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import incidentkit as ik
+from incidentkit import flows
+from incidentkit.errors import ParameterError
+
+CRASH = Path(__file__).resolve().parent.parent / "fixtures" / "crash_recovery"
+TEMPLATES = {"sendInvoice": "send-invoice:{invoiceId}"}
+
+
+def test_empty_as_of_means_the_end_of_the_window() -> None:
+    incident = ik.open_evidence(CRASH)
+    assert incident.filters.window is not None
+    assert flows.resolve_as_of("", incident) == incident.filters.window.end
+    assert flows.resolve_as_of("2026-11-29T04:00:00+01:00", incident) == pd.Timestamp(
+        "2026-11-29T03:00:00Z"
+    )
+
+
+def test_empty_as_of_without_a_window_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "evidence.toml").write_text('[ledger]\npath = "ledger.csv"\n')
+    with pytest.raises(ParameterError, match="-p as_of"):
+        flows.resolve_as_of("", ik.open_evidence(tmp_path))
+
+
+def test_the_app_filter_scopes_the_sweep_and_ranks_actions() -> None:
+    incident = ik.open_evidence(CRASH, app_name="invoicing")
+    sweep = flows.orphans(incident, terminal_agent="notify_agent", key_templates=TEMPLATES)
+    assert set(incident.runs["app_name"]) == {"invoicing"}
+    table = flows.action_table(sweep).data
+    kinds = sweep.orphans.set_index("run_id")["action_kind"]
+    ranked = [kinds.get(run, "NONE") for run in table["run_id"]]
+    first = flows.URGENCY.index(ranked[0])
+    assert first == min(flows.URGENCY.index(k) for k in ranked if k in flows.URGENCY)
+    assert flows.most_urgent_run(sweep) == table["run_id"].iloc[0]
+
+
+def test_findings_carry_the_incident_title_and_window() -> None:
+    incident = ik.open_evidence(CRASH, app_name="invoicing")
+    sweep = flows.orphans(incident, terminal_agent="notify_agent", key_templates=TEMPLATES)
+    findings = flows.orphans_findings(sweep, incident)
+    assert findings.evidence.title == incident.title
+    assert findings.evidence.window is not None
+    assert findings.summary["rejects"] == 0
