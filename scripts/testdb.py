@@ -32,7 +32,7 @@ def _reachable(url: str) -> bool:
             conn.execute(sa.text("SELECT 1"))
         engine.dispose()
         return True
-    except Exception:
+    except Exception:  # noqa: BLE001 - any failure means the server is not usable
         return False
 
 

@@ -83,7 +83,7 @@ def test_env_url_resolves_only_from_the_named_variable(tmp_path: Path) -> None:
 
 def test_literal_password_is_refused_with_pointer_to_env(tmp_path: Path) -> None:
     text = '[ledger]\nurl = "postgresql://alice:s3cret@db.internal/prod"\n'
-    with pytest.raises(ManifestError, match="literal password.*env:NAME") as info:
+    with pytest.raises(ManifestError, match=r"literal password.*env:NAME") as info:
         load_manifest(write(tmp_path, text))
     assert "s3cret" not in str(info.value)
 
