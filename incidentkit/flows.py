@@ -15,8 +15,9 @@ import pandas as pd
 
 from incidentkit.errors import ParameterError
 from incidentkit.evidence import Evidence
-from incidentkit.findings import Findings, orphan_findings
+from incidentkit.findings import Findings
 from incidentkit.frames import utc_timestamp
+from incidentkit.triage.orphan_findings import orphan_findings
 from incidentkit.triage.orphans import OrphanReport, classify_orphans
 
 if TYPE_CHECKING:
