@@ -362,21 +362,23 @@ def conform(name: str, frame: pd.DataFrame) -> pd.DataFrame:
     """
     spec = spec_of(name)
     require_columns(frame, spec.names, what=f"the {name} frame")
+    return cast_columns(frame, spec.dtypes, what=f"the {name} frame")
+
+
+def cast_columns(frame: pd.DataFrame, columns: Mapping[str, str], *, what: str) -> pd.DataFrame:
+    """Exactly ``columns`` (name → dtype) of ``frame``, in order, with a fresh RangeIndex.
+
+    Times become UTC nanoseconds (naive datetime64 columns are refused; object columns of
+    aware timestamps are converted), missing text NaN, missing flags False.
+    """
     frame = frame.reset_index(drop=True)
     out = {}
-    for col, dtype in spec.columns:
+    for col, dtype in columns.items():
         series = frame[col]
-        if dtype == TS:
-            if not isinstance(series.dtype, pd.DatetimeTZDtype):
-                if series.isna().all():
-                    series = pd.Series(pd.NaT, index=series.index, dtype=TS)
-                else:
-                    raise SchemaError(
-                        f"column {name}.{col} is not timezone-aware",
-                        value=str(series.dtype),
-                        fix="convert it with incidentkit.frames.to_utc before conforming",
-                    )
-            out[col] = series.dt.tz_convert("UTC").dt.as_unit("ns")
+        if series.dtype == dtype and dtype in (STR, BOOL, OBJ):
+            out[col] = series  # already the contract's type: nothing to convert
+        elif dtype == TS:
+            out[col] = _utc_column(series, what=f"{what}: column {col}")
         elif dtype == BOOL:
             out[col] = series.astype(object).where(series.notna(), False).astype(bool)
         elif dtype == STR:
@@ -384,6 +386,20 @@ def conform(name: str, frame: pd.DataFrame) -> pd.DataFrame:
         else:
             out[col] = series.astype(dtype)
     return pd.DataFrame(out, index=pd.RangeIndex(len(frame)))
+
+
+def _utc_column(series: pd.Series, *, what: str) -> pd.Series:
+    if isinstance(series.dtype, pd.DatetimeTZDtype):
+        return series.dt.tz_convert("UTC").dt.as_unit("ns")
+    if series.isna().all():
+        return pd.Series(pd.NaT, index=series.index, dtype=TS)
+    if series.dtype == object:
+        return pd.to_datetime(series, utc=True).dt.as_unit("ns")
+    raise SchemaError(
+        f"{what} is not timezone-aware",
+        value=str(series.dtype),
+        fix="convert it with incidentkit.frames.to_utc before conforming",
+    )
 
 
 def rejects_frame(rows: Iterable[Mapping[str, object]]) -> pd.DataFrame:

@@ -13,31 +13,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from incidentkit.frames import BOOL, STR, TS
+from incidentkit.frames import cast_columns
 
 
 def as_columns(frame: pd.DataFrame, columns: Mapping[str, str]) -> pd.DataFrame:
-    """Exactly ``columns`` (name → dtype) of ``frame``, in order, with a fresh RangeIndex.
-
-    Times become UTC nanoseconds, missing text NaN, missing flags False.
-    """
-    out: dict[str, pd.Series] = {}
-    for col, dtype in columns.items():
-        series = frame[col].reset_index(drop=True)
-        if dtype == TS:
-            if isinstance(series.dtype, pd.DatetimeTZDtype):
-                out[col] = series.dt.tz_convert("UTC").dt.as_unit("ns")
-            else:
-                out[col] = pd.to_datetime(series, utc=True).dt.as_unit("ns")
-        elif series.dtype == dtype and dtype in (STR, BOOL):
-            out[col] = series  # already the contract's type: nothing to convert
-        elif dtype == STR:
-            out[col] = series.astype(object).where(series.notna(), None).astype(STR)
-        elif dtype == BOOL:
-            out[col] = series.astype(object).where(series.notna(), False).astype(bool)
-        else:
-            out[col] = series.astype(dtype)
-    return pd.DataFrame(out, index=pd.RangeIndex(len(frame)))
+    """Exactly ``columns`` (name → dtype) of ``frame``, in order (see ``frames.cast_columns``)."""
+    return cast_columns(frame, columns, what="a triage view")
 
 
 def choose(
