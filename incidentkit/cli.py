@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from incidentkit.errors import (
     IncidentkitError,
@@ -42,24 +43,61 @@ def _simulate(args: argparse.Namespace) -> int:
     return code
 
 
-def _run(args: argparse.Namespace) -> int:
-    from incidentkit.runner import run_cli
+def _pairs(pairs: list[list[str]] | None) -> dict[str, str]:
+    return {name: value for name, value in (pairs or [])}
 
-    return run_cli(args)
+
+def _run(args: argparse.Namespace) -> int:
+    from incidentkit.runner import coerce_parameters, run_flow
+
+    params = coerce_parameters(args.flow, _pairs(args.parameter))
+    result = run_flow(
+        args.flow,
+        args.evidence,
+        args.out,
+        parameters=params,
+        timeout=args.timeout,
+        show_code=args.show_code,
+        progress=not args.quiet,
+    )
+    lines = [f"notebook: {result.notebook}", f"report:   {result.html}"]
+    if result.findings:
+        lines.append(f"findings: {result.findings} ({result.verdict})")
+    elif result.exit_code == EXIT_INCOMPLETE:
+        lines.append("the evidence could not be read: see the failing cell in the report")
+    elif result.exit_code == EXIT_USAGE:
+        lines.append("a parameter or the manifest was refused: see the failing cell")
+    else:
+        lines.append("the notebook failed: see the failing cell in the report")
+    sys.stderr.write("\n".join(lines) + "\n")
+    return result.exit_code
 
 
 def _new(args: argparse.Namespace) -> int:
-    from incidentkit.runner import new_cli
+    from incidentkit.runner import coerce_parameters, new_notebook
 
-    return new_cli(args)
+    params = coerce_parameters(args.flow, _pairs(args.parameter))
+    path = new_notebook(args.incident, args.flow, args.evidence, out=args.out, parameters=params)
+    sys.stderr.write(f"wrote {path}; open it with: jupyter lab {path}\n")
+    return EXIT_CLEAN
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on a usage error; here 2 means incomplete evidence, so use 3."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="incidentkit",
         description="Investigate ADK agent incidents: load evidence, run triage notebooks.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+    )
 
     inspect = sub.add_parser(
         "inspect",
@@ -82,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_simulate_arguments(simulate)
     simulate.set_defaults(handler=_simulate)
 
-    from incidentkit.runner import add_new_arguments, add_run_arguments
+    from incidentkit.runner import FLOWS
 
     run = sub.add_parser(
         "run",
@@ -91,7 +129,20 @@ def build_parser() -> argparse.ArgumentParser:
         "notebook, an HTML report and findings.json. Exit 0 clean, 1 findings need action, "
         "2 evidence incomplete, 3 usage or manifest error, 4 notebook failed.",
     )
-    add_run_arguments(run)
+    run.add_argument("flow", choices=sorted(FLOWS), help="the triage flow to run")
+    run.add_argument("--evidence", required=True, help="evidence.toml or its folder")
+    run.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        metavar=("NAME", "VALUE"),
+        help="a notebook parameter (repeatable); dicts and lists as JSON",
+    )
+    run.add_argument("--out", required=True, help="folder for notebook, HTML and findings")
+    run.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell")
+    run.add_argument("--show-code", action="store_true", help="keep code in the HTML report")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.set_defaults(handler=_run)
 
     new = sub.add_parser(
@@ -99,14 +150,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="write a parameterised flow notebook for one incident",
         description="Copy a flow notebook with its parameters filled in, to open in JupyterLab.",
     )
-    add_new_arguments(new)
+    new.add_argument("incident", help="incident name, e.g. INC-1234")
+    new.add_argument("--flow", required=True, choices=sorted(FLOWS))
+    new.add_argument("--evidence", required=True, help="evidence.toml or its folder")
+    new.add_argument("--out", help="folder to write into (default incidents/INCIDENT)")
+    new.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"))
     new.set_defaults(handler=_new)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:  # --help (0) or a usage error (3)
+        return done.code if isinstance(done.code, int) else EXIT_USAGE
     try:
         code: int = args.handler(args)
     except (ManifestError, ParameterError, SimulationError) as err:

@@ -181,8 +181,11 @@ def join_gaps(frames: Mapping[str, pd.DataFrame]) -> list[JoinGap]:
             )
             gaps.append(_gap("spans of invocations not in the events", spans["span_id"], absent))
     if journal is not None and calls is not None:
+        # An entry names its call; only one written without a call id falls back to the
+        # invocation (the business key's tool call cannot be known here).
         by_call = journal["function_call_id"].isin(calls["call_id"])
-        by_inv = journal["invocation_id"].isin(calls["invocation_id"])
+        no_id = journal["function_call_id"].fillna("").eq("")
+        by_inv = no_id & journal["invocation_id"].isin(calls["invocation_id"])
         gaps.append(_gap("journal keys with no call", journal["key"], ~(by_call | by_inv)))
     return gaps
 

@@ -70,6 +70,10 @@ class Evidence:
     def sources(self) -> Mapping[str, SourceSpec]:
         return self.manifest.sources
 
+    def narrowed(self, filters: Filters) -> Evidence:
+        """The same sources read with other filters (a fresh cache; nothing is shared)."""
+        return Evidence(self.manifest, filters=filters, environ=self._environ)
+
     def has(self, section: str) -> bool:
         """Whether the manifest names the ``section`` source."""
         return section in self.manifest.sources

@@ -9,6 +9,7 @@ the findings' provenance (title, window, rejects).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -17,6 +18,7 @@ from incidentkit.errors import ParameterError
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
 from incidentkit.frames import utc_timestamp
+from incidentkit.manifest import Window
 from incidentkit.triage.orphan_findings import orphan_findings
 from incidentkit.triage.orphans import OrphanReport, classify_orphans
 
@@ -50,18 +52,36 @@ def orphans(
     key_templates: Mapping[str, str] | None = None,
     attempts_cap: int = 3,
 ) -> OrphanReport:
-    """Classify every non-terminal run of the incident's ledger at ``as_of`` (seed 000)."""
+    """Classify every non-terminal run of the incident's ledger at ``as_of`` (seed 000).
+
+    The ledger is read with the evidence's filters. Events and the journal are then read from
+    the earliest start of those runs up to ``as_of``: a run still RUNNING may have started
+    before the window, and its log and journal entries must not be cut off (a cut log would
+    make a finished or half-sent run look NOT_STARTED). Nothing after ``as_of`` is seen.
+    """
+    at = resolve_as_of(as_of, evidence)
+    runs = evidence.runs
+    context = log_context(evidence, runs, at)
     return classify_orphans(
-        evidence.runs,
-        evidence.events,
-        evidence.calls,
-        evidence.responses,
-        evidence.journal,
-        as_of=resolve_as_of(as_of, evidence),
+        runs,
+        context.events,
+        context.calls,
+        context.responses,
+        context.journal,
+        as_of=at,
         terminal_agent=terminal_agent,
         key_templates=key_templates,
         attempts_cap=attempts_cap,
     )
+
+
+def log_context(evidence: Evidence, runs: pd.DataFrame, as_of: pd.Timestamp) -> Evidence:
+    """The evidence re-read over ``[earliest run start, as_of]`` (the app filter kept)."""
+    starts = runs["started_at"].dropna()
+    if starts.empty or starts.min() >= as_of:
+        return evidence
+    window = Window(starts.min(), as_of + pd.Timedelta(microseconds=1))
+    return evidence.narrowed(replace(evidence.filters, window=window))
 
 
 def orphans_findings(report: OrphanReport, evidence: Evidence) -> Findings:
@@ -71,17 +91,19 @@ def orphans_findings(report: OrphanReport, evidence: Evidence) -> Findings:
         report,
         title=evidence.title,
         window=None if window is None else (window.start, window.end),
-        rejects=evidence.rejects,
+        rejects=flow_rejects(evidence, ("ledger", "events", "journal")),
     )
+
+
+def flow_rejects(evidence: Evidence, sections: Iterable[str]) -> pd.DataFrame:
+    """Rejected rows of the sources a flow reads (other sources do not weaken its verdict)."""
+    rejects = evidence.rejects
+    return rejects[rejects["source"].isin(list(sections))].reset_index(drop=True)
 
 
 def action_table(report: OrphanReport) -> Any:
     """What to do with each unfinished run, most urgent first, full text (a pandas Styler)."""
-    runs = pd.concat([report.orphans, report.in_flight], ignore_index=True)
-    rank = runs["action_kind"].map({kind: i for i, kind in enumerate(URGENCY)})
-    ordered = runs.assign(_rank=rank.fillna(len(URGENCY))).sort_values(
-        ["_rank", "run_id"], kind="stable"
-    )
+    ordered = by_urgency(pd.concat([report.orphans, report.in_flight], ignore_index=True))
     table = ordered[["run_id", "owner", "orphan_class", "action", "reason"]].reset_index(drop=True)
     return table.style.hide(axis="index").set_properties(
         subset=["action", "reason"], **{"text-align": "left", "white-space": "normal"}
@@ -93,9 +115,14 @@ def most_urgent_run(report: OrphanReport) -> str | None:
     candidates = report.orphans[report.orphans["action_kind"].isin(URGENCY)]
     if candidates.empty:
         return None
-    rank = candidates["action_kind"].map({kind: i for i, kind in enumerate(URGENCY)})
-    ordered = candidates.assign(_rank=rank).sort_values(["_rank", "run_id"], kind="stable")
-    return str(ordered["run_id"].iloc[0])
+    return str(by_urgency(candidates)["run_id"].iloc[0])
+
+
+def by_urgency(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` sorted by how urgently their action kind needs a person, then run id."""
+    rank = runs["action_kind"].map({kind: i for i, kind in enumerate(URGENCY)})
+    ordered = runs.assign(_rank=rank.fillna(len(URGENCY)))
+    return ordered.sort_values(["_rank", "run_id"], kind="stable").drop(columns="_rank")
 
 
 def plot_most_urgent_run(

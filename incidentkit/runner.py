@@ -7,7 +7,6 @@ for the credentials the manifest's ``env:`` URLs resolve to; a hit deletes them 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -21,12 +20,14 @@ from typing import Any
 
 from incidentkit.errors import NotebookError, ParameterError
 from incidentkit.manifest import find_manifest, load_manifest
+from incidentkit.redact import url_secrets
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 FLOWS: Mapping[str, str] = {"orphans": "orphans.ipynb"}
 VERDICT_EXIT = {"CLEAN": 0, "ACTION_NEEDED": 1, "INCOMPLETE_EVIDENCE": 2}
 KERNEL = "incidentkit-python"
-SOURCE_ERRORS = ("SourceError", "SchemaError")
+FAILURE_EXIT = {"SourceError": 2, "SchemaError": 2, "ManifestError": 3, "ParameterError": 3}
+"""Exit code by the name of the exception a notebook cell raised (any other: 4)."""
 
 
 @dataclass(frozen=True)
@@ -132,21 +133,13 @@ def _interpreter_kernel() -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def credentials(manifest_path: Path, environ: Mapping[str, str]) -> list[str]:
-    """Secrets that must never appear in an artifact: env-named URLs and their passwords."""
-    from sqlalchemy.engine import make_url
-
+def check_sources(manifest_path: Path, environ: Mapping[str, str]) -> list[str]:
+    """Resolve every ``env:`` URL of the manifest now (a missing variable is a usage error
+    before any kernel starts) and return the secrets a run's artifacts must never contain."""
     secrets: list[str] = []
     for spec in load_manifest(manifest_path).sources.values():
-        if spec.url_ref and spec.url_ref.startswith("env:") and spec.url_ref[4:] in environ:
-            url = environ[spec.url_ref[4:]]
-            secrets.append(url)
-            try:
-                password = make_url(url).password
-            except Exception:  # noqa: BLE001 - an unparsable URL is still scanned whole
-                password = None
-            if password and len(str(password)) >= 4:
-                secrets.append(str(password))
+        if spec.url_ref is not None and spec.url_ref.startswith("env:"):
+            secrets += url_secrets(spec.url(environ))
     return secrets
 
 
@@ -186,11 +179,13 @@ def run_flow(
 ) -> RunResult:
     """Execute ``flow`` against ``evidence``; write notebook, HTML and findings into ``out``."""
     import papermill
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
     from papermill.exceptions import PapermillExecutionError
 
     source = notebook_path(flow)
     manifest = find_manifest(evidence).resolve()
-    load_manifest(manifest)  # a bad manifest is a usage error before any kernel starts
+    env = os.environ if environ is None else environ
+    secrets = check_sources(manifest, env)  # bad manifest or unset variable: exit 3, no kernel
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     executed = out_dir / f"{flow}.ipynb"
@@ -202,7 +197,7 @@ def run_flow(
         "evidence": str(manifest),
         "findings_path": str(findings.resolve()),
     }
-    failure: PapermillExecutionError | None = None
+    failure: str | None = None
     with _interpreter_kernel() as kernel:
         try:
             papermill.execute_notebook(
@@ -215,12 +210,11 @@ def run_flow(
                 cwd=str(source.parent),
             )
         except PapermillExecutionError as err:
-            failure = err
+            failure = err.ename
+        except (CellTimeoutError, DeadKernelError) as err:
+            failure = type(err).__name__
     render_html(executed, html, show_code=show_code)
-    leaked = scan_for_secrets(
-        [executed, html, findings],
-        credentials(manifest, os.environ if environ is None else environ),
-    )
+    leaked = scan_for_secrets([executed, html, findings], secrets)
     if leaked:
         for path in leaked:
             path.unlink()
@@ -230,14 +224,13 @@ def run_flow(
             fix="never print connection URLs or engines in a notebook; report this as a bug",
         )
     if failure is not None:
-        code = 2 if failure.ename in SOURCE_ERRORS else 4
-        return RunResult(code, executed, html, None, None)
+        return RunResult(FAILURE_EXIT.get(failure, 4), executed, html, None, None)
     verdict = json.loads(findings.read_text())["verdict"] if findings.is_file() else None
     if verdict not in VERDICT_EXIT:
         raise NotebookError(
             "the notebook recorded no findings",
             value=str(findings),
-            fix="the last cell must record the findings (see notebooks/README.md)",
+            fix="the notebook's last cell must call report.record(findings, findings_path)",
         )
     return RunResult(VERDICT_EXIT[verdict], executed, html, findings, verdict)
 
@@ -294,61 +287,3 @@ def _drop_kernelspec(path: Path) -> None:
         "language": "python",
     }
     nbformat.write(nb, str(path))
-
-
-def _parse_pairs(pairs: list[list[str]] | None) -> dict[str, str]:
-    return {name: value for name, value in (pairs or [])}
-
-
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("flow", choices=sorted(FLOWS), help="the triage flow to run")
-    parser.add_argument("--evidence", required=True, help="evidence.toml or its folder")
-    parser.add_argument(
-        "-p",
-        "--parameter",
-        nargs=2,
-        action="append",
-        metavar=("NAME", "VALUE"),
-        help="a notebook parameter (repeatable); dicts and lists as JSON",
-    )
-    parser.add_argument("--out", required=True, help="folder for notebook, HTML and findings")
-    parser.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell")
-    parser.add_argument("--show-code", action="store_true", help="keep code in the HTML report")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-
-
-def add_new_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("incident", help="incident name, e.g. INC-1234")
-    parser.add_argument("--flow", required=True, choices=sorted(FLOWS))
-    parser.add_argument("--evidence", required=True, help="evidence.toml or its folder")
-    parser.add_argument("--out", help="folder to write into (default incidents/INCIDENT)")
-    parser.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"))
-
-
-def run_cli(args: argparse.Namespace) -> int:
-    params = coerce_parameters(args.flow, _parse_pairs(args.parameter))
-    result = run_flow(
-        args.flow,
-        args.evidence,
-        args.out,
-        parameters=params,
-        timeout=args.timeout,
-        show_code=args.show_code,
-        progress=not args.quiet,
-    )
-    lines = [f"notebook: {result.notebook}", f"report:   {result.html}"]
-    if result.findings:
-        lines.append(f"findings: {result.findings} ({result.verdict})")
-    elif result.exit_code == 2:
-        lines.append("the evidence could not be read: see the report's failing cell")
-    else:
-        lines.append("the notebook failed: see the report's failing cell")
-    sys.stderr.write("\n".join(lines) + "\n")
-    return result.exit_code
-
-
-def new_cli(args: argparse.Namespace) -> int:
-    params = coerce_parameters(args.flow, _parse_pairs(args.parameter))
-    path = new_notebook(args.incident, args.flow, args.evidence, out=args.out, parameters=params)
-    sys.stderr.write(f"wrote {path}; open it with: jupyter lab {path}\n")
-    return 0

@@ -1,10 +1,17 @@
 from __future__ import annotations
 
-import pandas as pd
+import json
+import re
+from pathlib import Path
 
+import pandas as pd
+import pytest
+
+from incidentkit.cli import main
 from incidentkit.coverage import Coverage, FrameCoverage, JoinGap, join_gaps, render_text
 from incidentkit.frames import conform
 
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 TS = pd.Timestamp("2026-11-29T03:00:00Z")
 
 
@@ -46,7 +53,10 @@ def test_join_gaps_count_each_unmatched_row() -> None:
     responses = frame("responses", call_id=["c1", "c7"], invocation_id=["e-1", "e-1"])
     spans = frame("spans", span_id=["a", "b", "c"], invocation_id=["e-1", None, "e-5"])
     journal = frame(
-        "journal", key=["k1", "k2"], invocation_id=["e-1", "e-8"], function_call_id=["c1", "zz"]
+        "journal",
+        key=["k1", "k2", "k3", "k4"],
+        invocation_id=["e-1", "e-8", "e-2", "e-2"],
+        function_call_id=["c1", "zz", "", "c-gone"],
     )
     gaps = gaps_by_name(
         join_gaps(
@@ -66,7 +76,8 @@ def test_join_gaps_count_each_unmatched_row() -> None:
     assert gaps["responses with no call"].examples == ("c7",)
     assert gaps["spans with no invocation id"].examples == ("b",)
     assert gaps["spans of invocations not in the events"].examples == ("c",)
-    assert gaps["journal keys with no call"].examples == ("k2",)
+    # k3 has no call id but its invocation made calls; k4 names a call that is not there
+    assert gaps["journal keys with no call"].examples == ("k2", "k4")
 
 
 def test_join_gaps_need_both_sides() -> None:
@@ -87,3 +98,48 @@ def test_render_text_shows_errors_and_gaps() -> None:
     assert "! ledger: boom: 'x'. fix it" in text
     assert "calls with no response" in text and "e.g. c1, c2" in text
     assert not report.complete
+
+
+def test_inspect_prints_the_coverage_of_a_pack(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", str(FIXTURES / "crash_recovery")]) == 0
+    text = capsys.readouterr().out
+    truth = json.loads((FIXTURES / "crash_recovery" / "truth.json").read_text())
+    for name, count in truth["counts"].items():
+        if count:
+            assert re.search(rf"^{name}\s+\w+\s+{count}\s", text, re.MULTILINE), name
+    assert "rejects: 0" in text and "threads      threads              -  absent" in text
+
+
+def test_inspect_json_groups_rejects_with_their_locations(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pack = FIXTURES / "broken" / "malformed"
+    assert main(["inspect", str(pack), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    expected = json.loads((pack / "expected_rejects.json").read_text())
+    got = sorted(
+        (group["source"], location)
+        for group in report["rejects"]
+        for location in group["locations"]
+    )
+    assert got == sorted((r["source"], r["location"]) for r in expected["rejects"])
+    counts = {frame["frame"]: frame["rows"] for frame in report["frames"]}
+    assert {k: v for k, v in counts.items() if v} == {
+        k: v for k, v in expected["counts"].items() if v
+    }
+
+
+def test_inspect_reports_a_source_that_cannot_be_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "evidence.toml").write_text(
+        '[ledger]\npath = "missing.csv"\n[diagnostics]\npath = "diag.log"\n'
+    )
+    (tmp_path / "diag.log").write_text(
+        "2026-11-29T03:10:00.000Z INFO  c.e.DiagnosticsPlugin - run.start inv=e-1 app=a "
+        "user=u session=s\n"
+    )
+    assert main(["inspect", str(tmp_path)]) == 2
+    text = capsys.readouterr().out
+    assert "! ledger: [ledger]" in text and "file not found" in text
+    assert re.search(r"^diagnostics\s+diagnostics\s+1\s", text, re.MULTILINE)

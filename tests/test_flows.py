@@ -47,3 +47,25 @@ def test_findings_carry_the_incident_title_and_window() -> None:
     assert findings.evidence.title == incident.title
     assert findings.evidence.window is not None
     assert findings.summary["rejects"] == 0
+
+
+def test_a_narrow_window_still_sees_the_whole_log_of_each_run(tmp_path: Path) -> None:
+    """Runs still RUNNING started before the window; their events and journal must be read."""
+    import json
+    import shutil
+
+    pack = tmp_path / "pack"
+    shutil.copytree(CRASH, pack)
+    manifest = pack / "evidence.toml"
+    text = manifest.read_text()
+    manifest.write_text(
+        text.replace('start = "2026-11-29T02:30:00.000Z"', 'start = "2026-11-29T03:00:00.500Z"')
+    )
+    incident = ik.open_evidence(pack, app_name="invoicing")
+    assert incident.filters.window is not None
+    assert incident.events["ts"].min() >= incident.filters.window.start  # the window cuts
+    sweep = flows.orphans(incident, terminal_agent="notify_agent", key_templates=TEMPLATES)
+    truth = json.loads((CRASH / "truth.json").read_text())["expected"]
+    classes = sweep.orphans.set_index("run_id")["orphan_class"]
+    for run in truth["orphans"]:
+        assert classes[run["run_id"]] == run["orphan_class"], run["name"]

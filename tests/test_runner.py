@@ -10,12 +10,13 @@ from typing import Any
 
 import nbformat
 import pytest
+from sqlalchemy.engine import make_url
 
 from incidentkit.cli import main
 from incidentkit.errors import ParameterError
 from incidentkit.runner import (
+    check_sources,
     coerce_parameters,
-    credentials,
     new_notebook,
     run_flow,
     scan_for_secrets,
@@ -36,16 +37,27 @@ def assert_matches_truth(findings: dict[str, Any], truth: dict[str, Any]) -> Non
     """Every run of the worked example is classified and acted on as the seed says."""
     expected = truth["expected"]
     items = items_by_id(findings)
-    classified = {
+    classified = {  # the items that list runs with their class and action
         row["run_id"]: row
-        for item_id, item in items.items()
-        if item_id.startswith("orphans/") and item["rows"] and "orphan_class" in item["rows"][0]
+        for item in items.values()
+        if item["rows"] and "action_kind" in item["rows"][0]
         for row in item["rows"]
     }
+    live = {row["run_id"]: row for row in items["orphans/live-leases"]["rows"]}
+    for run_id, row in live.items():
+        classified.setdefault(run_id, {**row, "action_kind": "NONE"})
     for run in expected["orphans"] + expected["non_terminal"]:
         got = classified.get(run["run_id"])
         assert got is not None, f"{run['name']} ({run['run_id']}) missing from the findings"
         assert got["orphan_class"] == run["orphan_class"], run["name"]
+        assert got["action_kind"] in ACTIONS[run["action"]], (run["name"], got["action_kind"])
+        assert got["invocation_id"] == run["invocation_id"], run["name"]
+        if run["run_id"] in live:
+            continue  # a live lease: listed with its lease, not its calls
+        calls = run["unanswered_calls"]
+        assert sorted(got["unanswered_calls"]) == sorted(c["call_id"] for c in calls)
+        if len(calls) == 1 and calls[0]["business_key"]:
+            assert got["journal_verdict"] == calls[0]["journal_verdict"], run["name"]
     orphan_rows = [r for i, it in items.items() if i.startswith("orphans/") for r in it["rows"]]
     assert findings["summary"]["orphans"] == len(expected["orphans"])
     assert {r["run_id"] for r in items["orphans/crash-loops"]["rows"]} == set(
@@ -67,6 +79,16 @@ def assert_matches_truth(findings: dict[str, Any], truth: dict[str, Any]) -> Non
     assert orphan_rows
 
 
+# truth.json names actions in words; the kit's action kinds (a live run "waits" as NONE).
+ACTIONS = {
+    "redrive": {"REDRIVE"},
+    "ask_downstream": {"ASK_DOWNSTREAM"},
+    "mark_done": {"MARK_DONE"},
+    "mark_paused": {"MARK_PAUSED"},
+    "park": {"PARK"},
+    "wait": {"WAIT", "NONE"},
+    "replay": {"REPLAY"},
+}
 ORPHAN_CLASS_ITEMS = {
     "orphans/not-started",
     "orphans/model-inflight",
@@ -104,7 +126,10 @@ def test_crash_recovery_from_a_database_matches_truth(
     url = (
         f"sqlite:///{tmp_path / 'incident.sqlite'}"
         if database == "sqlite"
-        else request.getfixturevalue("pg_url")
+        # trust auth ignores the password: it is there to prove it never leaks
+        else make_url(request.getfixturevalue("pg_url"))
+        .set(password="hunter22-never-shown")
+        .render_as_string(hide_password=False)
     )
     pack = simulate("crash_recovery", tmp_path / "pack", into=url)
     monkeypatch.setenv("INCIDENT_DB_URL", url)
@@ -113,6 +138,7 @@ def test_crash_recovery_from_a_database_matches_truth(
     assert_matches_truth(findings, json.loads((pack / "truth.json").read_text()))
     text = "".join(p.read_text() for p in (tmp_path / "out").iterdir())
     assert url not in text  # the credential-bearing URL never reaches an artifact
+    assert "hunter22-never-shown" not in text
 
 
 @pytest.mark.parametrize(
@@ -154,24 +180,14 @@ def test_rejected_rows_make_the_evidence_incomplete(tmp_path: Path) -> None:
     assert findings["verdict"] == "INCOMPLETE_EVIDENCE"
 
 
-def test_exit_codes_for_usage_and_notebook_errors(tmp_path: Path) -> None:
-    assert main(["run", "orphans", "--evidence", str(tmp_path), "--out", str(tmp_path)]) == 3
+def test_exit_codes_for_usage_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = str(tmp_path / "out")
+    assert main(["run", "orphans", "--evidence", str(tmp_path), "--out", out]) == 3
+    assert main(["run", "orphans", "--evidence", str(CRASH), "--out", out, "--bogus"]) == 3
     assert (
-        main(
-            [
-                "run",
-                "orphans",
-                "--evidence",
-                str(CRASH),
-                "--out",
-                str(tmp_path),
-                "-p",
-                "colour",
-                "red",
-            ]
-        )
-        == 3
+        main(["run", "orphans", "--evidence", str(CRASH), "--out", out, "-p", "colour", "red"]) == 3
     )
+    # a naive as_of is refused inside the notebook: still a usage error
     assert (
         main(
             [
@@ -180,15 +196,32 @@ def test_exit_codes_for_usage_and_notebook_errors(tmp_path: Path) -> None:
                 "--evidence",
                 str(CRASH),
                 "--out",
-                str(tmp_path / "x"),
+                out,
                 "--quiet",
                 "-p",
                 "as_of",
                 "2026-11-29T03:05:00",
             ]
         )
-        == 4
-    )  # naive: fails in cell
+        == 3
+    )
+    # an env: URL whose variable is unset is refused before a kernel starts
+    (tmp_path / "db").mkdir()
+    (tmp_path / "db" / "evidence.toml").write_text('[ledger]\nurl = "env:IK_UNSET_URL"\n')
+    monkeypatch.delenv("IK_UNSET_URL", raising=False)
+    assert main(["run", "orphans", "--evidence", str(tmp_path / "db"), "--out", out]) == 3
+
+
+def test_an_unreadable_source_is_incomplete_evidence(tmp_path: Path) -> None:
+    pack = tmp_path / "pack"
+    shutil.copytree(CRASH, pack)
+    (pack / "ledger.csv").unlink()
+    assert (
+        main(["run", "orphans", "--evidence", str(pack), "--out", str(tmp_path / "out"), "--quiet"])
+        == 2
+    )
+    assert (tmp_path / "out" / "orphans.html").is_file()
+    assert not (tmp_path / "out" / "findings.json").exists()
 
 
 def test_parameters_are_coerced_to_declared_types() -> None:
@@ -227,9 +260,9 @@ def test_new_writes_a_parameterised_unexecuted_copy(tmp_path: Path) -> None:
 def test_secret_scan_finds_credentials_from_the_environment(tmp_path: Path) -> None:
     manifest = tmp_path / "evidence.toml"
     manifest.write_text('[ledger]\nurl = "env:IK_SECRET_URL"\n')
-    url = "postgresql://alice:hunter22@db.internal/prod"
-    secrets = credentials(manifest, {"IK_SECRET_URL": url})
-    assert secrets == [url, "hunter22"]
+    url = "postgresql://alice:hunter22@db.internal/prod?sslpassword=k3y-pass"
+    secrets = check_sources(manifest, {"IK_SECRET_URL": url})
+    assert secrets == [url, "hunter22", "k3y-pass"]
     clean, leaky = tmp_path / "clean.html", tmp_path / "leaky.html"
     clean.write_text("<p>nothing here</p>")
     leaky.write_text("<pre>password=hunter22</pre>")
