@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from simpacks import (
     FIXTURES,
+    attrs,
     calls,
     delta,
     dump,
@@ -180,6 +181,26 @@ def test_runaway_limit_loop_and_retries_are_in_the_evidence() -> None:
     assert expected["recommended_max_llm_calls"] == 27
     roots = [s for s in spans(pack) if s["name"] == "invocation" and s["status"].get("code") == 2]
     assert len(roots) == 1 + len(expected["errors"]["run_errors"])
+    # The loop's trace is tail-sampled in pieces: only the last, with the limit error, is kept.
+    loop_trace = {
+        s["traceId"]
+        for s in spans(pack)
+        if attrs(s).get("gcp.vertex.agent.invocation_id") == hit["invocation_id"]
+    }
+    (trace,) = loop_trace
+    kept = [s for s in spans(pack) if s["traceId"] == trace]
+    failed = {s["name"] for s in kept if s["status"].get("code") == 2}
+    assert {"invocation", "invoke_agent review_loop"} <= failed
+    messages = {
+        a["value"]["stringValue"]
+        for s in kept
+        for e in s.get("events", [])
+        for a in e["attributes"]
+        if a["key"] == "exception.message"
+    }
+    assert messages == {hit["error"]}
+    assert 0 < sum(s["name"] == "call_llm" for s in kept) < hit["llm_calls"]
+    assert max(int(s["endTimeUnixNano"]) - int(s["startTimeUnixNano"]) for s in kept) > 120e9
     by_inv: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for event in events(pack):
         by_inv[inv_id(event)].append(event)

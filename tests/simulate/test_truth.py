@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 from simpacks import (
@@ -73,6 +75,25 @@ def test_ids_have_adk_shapes(name: str) -> None:
         assert len(span["traceId"]) == 32 and len(span["spanId"]) == 16
         assert int(span["traceId"], 16) and int(span["spanId"], 16)
         assert isinstance(span["startTimeUnixNano"], str)
+
+
+@pytest.mark.parametrize("name", PACKS)
+def test_span_lines_are_collector_requests_one_trace_each(name: str) -> None:
+    """Each line: one resource (service.name), one scope gcp.vertex.agent, all spans of a trace."""
+    traces: list[str] = []
+    sizes = []
+    with (FIXTURES / name / "spans.otlp.jsonl").open() as handle:
+        for line in handle:
+            (resource,) = json.loads(line)["resourceSpans"]
+            assert [a["key"] for a in resource["resource"]["attributes"]] == ["service.name"]
+            (scope,) = resource["scopeSpans"]
+            assert scope["scope"] == {"name": "gcp.vertex.agent"}
+            ids = {s["traceId"] for s in scope["spans"]}
+            assert len(ids) == 1
+            traces += ids
+            sizes.append(len(scope["spans"]))
+    assert len(traces) == len(set(traces))
+    assert max(sizes) > 1
 
 
 def test_python_packs_store_no_partial_event_and_no_temp_key() -> None:

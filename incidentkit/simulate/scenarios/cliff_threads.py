@@ -33,9 +33,9 @@ def dumps(world: World, times: tuple[int, int], stuck: list[int]) -> Iterator[t.
             ("main", 1, False, "WAITING (parking)", t.MAIN),
             ("Reference Handler", 9, True, "RUNNABLE", t.REFERENCE),
             ("Signal Dispatcher", 11, True, "RUNNABLE", ()),
-            *_pool("http-nio-8080-exec", 10, 40, serving, shift),
+            *_pool("http-nio-8080-exec", 4, 40, serving, shift),
             *_pool("RxComputationThreadPool", 2, 60, rx, shift),
-            *_pool("RxCachedThreadScheduler", 4, 63, rx, shift + 1),
+            *_pool("RxCachedThreadScheduler", 2, 63, rx, shift + 1),
             ("grpc-default-worker-ELG-1-1", 70, True, "RUNNABLE", t.EPOLL),
             ("grpc-default-worker-ELG-1-2", 71, True, "RUNNABLE", t.EPOLL),
             *[

@@ -19,7 +19,7 @@ from incidentkit.simulate.traffic import Background
 from incidentkit.simulate.world import World
 
 WINDOW = (at("02:30"), AS_OF)
-SESSIONS = 22
+SESSIONS = 16
 NEEDS_ACTION = {"redrive", "ask_downstream", "replay_result", "mark_done", "mark_paused", "park"}
 
 

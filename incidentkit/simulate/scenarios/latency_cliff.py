@@ -1,10 +1,11 @@
 """``latency_cliff``: seed 003's 03:10 cliff. The order service stalls; no read timeout.
 
 Support runs call ``order_lookup`` on a bounded pool of 64 ``tool-exec`` threads. From 03:10 every
-read stalls about 40-55 s (the order service sends headers, then waits on a database failover)
-and about 4 % never return. The pool saturates, so two thread dumps ten seconds apart show all
-64 threads parked in the same socket read; p95 goes from about 4 s to about 60 s while nothing
-fails. Traces are tail-sampled (incomplete or errored traces kept, 10 % of the rest).
+read stalls 48-56 s (the order service sends headers, then waits on a database failover) and
+about 4 % never return. A burst of order questions from 03:11:17 saturates the pool, so two
+thread dumps ten seconds apart show all 64 threads parked in the same socket read; p95 goes from
+about 4 s to about 60 s while nothing fails. Traces are tail-sampled (incomplete or errored
+traces kept, 10 % of the rest). Traffic is kept just large enough for these facts (small pack).
 """
 
 from __future__ import annotations
@@ -24,15 +25,17 @@ from incidentkit.simulate.world import World
 CLIFF = at("03:10:00")
 DUMP_GAP = 10_000
 DUMPS_FROM = at("03:11:58")
+STALL_MS = (48_000, 56_000)
 WINDOW = (at("02:55"), at("03:16"))
 POOL = 64
 TIMEOUT_MS = 60_000
 SAMPLE = 0.1
+BACKGROUND = 3
 ARRIVALS = (  # (from, to, mean gap ms) for support turns
-    (at("02:56:00"), CLIFF, 20_000),
-    (CLIFF, at("03:11:00"), 1_300),
-    (at("03:11:00"), at("03:12:30"), 800),
-    (at("03:12:30"), at("03:13:00"), 3_000),
+    (at("03:05:00"), at("03:09:50"), 30_000),  # ends before 03:10: no read straddles the cliff
+    (CLIFF, at("03:11:15"), 8_000),
+    (at("03:11:17"), at("03:11:58"), 625),  # a burst of order questions fills the pool
+    (at("03:12:05"), at("03:13:00"), 20_000),
 )
 
 
@@ -73,7 +76,7 @@ def _plan(world: World) -> list[Turn]:
         elif begin_read < CLIFF:
             end_read = begin_read + rng.randint(200, 700)
         else:
-            end_read = begin_read + rng.randint(45_000, 55_000)
+            end_read = begin_read + rng.randint(*STALL_MS)
         turn.read, turn.thread = (begin_read, end_read), thread
         heapq.heappush(free, (end_read if end_read is not None else 2**62, thread))
     return turns
@@ -120,7 +123,7 @@ def build(world: World, scale: int) -> Plan:
     background = Background(
         start=at("02:55"),
         end=at("03:15"),
-        sessions=8 * scale,
+        sessions=BACKGROUND * scale,
         span_sample=SAMPLE,
         apps=("travel", "invoicing", "expenses"),
         weights=(2, 2, 1),

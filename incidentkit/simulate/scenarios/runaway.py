@@ -3,7 +3,8 @@
 Healthy traffic gives a p99 of about 9 model calls per invocation. On top: a transfer ping-pong
 between two agents whose descriptions overlap, a tool answering "try again later" that the model
 calls again with identical arguments, and a loop agent whose exit key no sub-agent writes, which
-runs until ``maxLlmCalls`` (500) stops it. Also errors that do not look like errors: a model
+runs until ``maxLlmCalls`` (500) stops it; its trace, minutes long, is tail-sampled in pieces
+and only the last piece (the limit error) is kept. Also errors that do not look like errors: a model
 response carrying an errorCode, a model.error, a tool.error, an rx.undeliverable line.
 """
 
@@ -14,13 +15,14 @@ from typing import Any
 
 from incidentkit.simulate.model import Bundle, LogRecord, at, iso
 from incidentkit.simulate.plan import Plan, Spec
+from incidentkit.simulate.sampling import MEMORY_MS, errored_pieces
 from incidentkit.simulate.scenarios.common import llm_call_figures
 from incidentkit.simulate.script import Invocation
 from incidentkit.simulate.traffic import Background
 from incidentkit.simulate.world import World
 
 WINDOW = (at("16:00"), at("16:40"))
-SESSIONS = 32
+SESSIONS = 8
 LIMIT = 500
 PAIR = ("orders_agent", "refunds_agent")
 DESCRIPTIONS = {
@@ -34,6 +36,7 @@ DESCRIPTIONS = {
 }
 EXIT_KEY = "review:approved"
 RETRY_ARGS = {"sku": "kettle-blue", "warehouse": "LIS-1"}
+SAMPLE = 0.15
 
 
 def ping_pong(world: World) -> tuple[Bundle, list[str]]:
@@ -99,7 +102,11 @@ def loop(world: World) -> Bundle:
         )
         critic.end()
     loop_agent.sub("writer_agent")  # its model call is refused: the 501st
-    return inv.fail_limit(LIMIT)
+    bundle = inv.fail_limit(LIMIT)
+    # The trace runs for minutes: the tail sampler decides it in pieces and keeps only the
+    # last one, which holds the limit error; the healthy pieces before it were not sampled.
+    bundle.spans = errored_pieces(bundle.spans)
+    return bundle
 
 
 def quiet_errors(world: World) -> tuple[list[Bundle], dict[str, Any]]:
@@ -195,7 +202,7 @@ def build(world: World, scale: int) -> Plan:
     quiet, errors = quiet_errors(world)
     core = [pong, retry, limited, *quiet]
     background = Background(
-        start=at("16:00"), end=at("16:39"), sessions=SESSIONS * scale, span_sample=0.15
+        start=at("16:00"), end=at("16:39"), sessions=SESSIONS * scale, span_sample=SAMPLE
     )
 
     def expected(w: World, events_format: str) -> dict[str, Any]:
@@ -238,6 +245,12 @@ def build(world: World, scale: int) -> Plan:
                 "keys_written": ["draft", "review:verdict"],
             },
             "errors": errors,
+            "spans_sampling": (
+                f"tail: errored traces kept, {SAMPLE:.0%} of the rest; a trace is decided in "
+                f"pieces of {MEMORY_MS // 1000} s (the sampler's memory): the loop's trace keeps "
+                "only its last piece, with the limit error; count model calls from events or "
+                "run.end llmCalls"
+            ),
         }
 
     return Plan(core=core, background=background, expected=expected, as_of=WINDOW[1])

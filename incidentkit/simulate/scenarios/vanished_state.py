@@ -18,7 +18,7 @@ from incidentkit.simulate.traffic import Background
 from incidentkit.simulate.world import Session, World
 
 WINDOW = (at("14:00"), at("14:45"))
-SESSIONS = 24
+SESSIONS = 20
 ROOT = "shop_assistant"
 ADDRESS = "Rua Augusta 100, 1100-053 Lisboa"
 
