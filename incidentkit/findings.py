@@ -3,7 +3,8 @@
 Every flow returns a :class:`Findings`; :meth:`Findings.to_json` writes the versioned
 document ``incidentkit.findings/v1`` described in ``docs/findings.md`` and
 :meth:`Findings.from_json` reads it back, dispatching on the schema id. Values in rows are
-JSON-safe: timestamps are ISO 8601 strings in UTC with a ``Z``, missing values are ``null``.
+JSON-safe: timestamps are ISO 8601 strings in UTC with a ``Z``, missing values are ``null``;
+URL passwords in text values are masked (:mod:`incidentkit.redact`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import enum
 import json
 import math
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -22,10 +22,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
 
 from incidentkit.errors import ParameterError
+from incidentkit.redact import MASK, SECRET_KEY, scrub_text
 
 SCHEMA = "incidentkit.findings/v1"
 ROW_LIMIT = 1000
@@ -50,7 +49,11 @@ class Severity(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Finding:
-    """One conclusion: what, why, what to do, and the rows that prove it (JSON-safe dicts)."""
+    """One conclusion: what, why, what to do, and the rows that prove it.
+
+    Rows become JSON-safe dicts with URL passwords in their text masked, however they were
+    built (:func:`rows_of` masks them too).
+    """
 
     id: str
     severity: Severity
@@ -62,7 +65,8 @@ class Finding:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "severity", _enum(Severity, self.severity, "severity"))
-        object.__setattr__(self, "rows", tuple(json_safe(dict(row)) for row in self.rows))
+        rows = tuple(_scrub_text_values(json_safe(dict(row))) for row in self.rows)
+        object.__setattr__(self, "rows", rows)
         if self.count is None:
             object.__setattr__(self, "count", len(self.rows))
 
@@ -264,11 +268,14 @@ def json_safe(value: Any) -> Any:
 def rows_of(
     frame: pd.DataFrame, columns: Iterable[str] | None = None, *, limit: int | None = ROW_LIMIT
 ) -> tuple[dict[str, Any], ...]:
-    """The first ``limit`` rows of ``frame`` (only ``columns``) as JSON-safe dicts."""
+    """The first ``limit`` rows of ``frame`` (only ``columns``) as JSON-safe dicts.
+
+    Text values are scrubbed: a URL password in evidence (a log line holding a DSN) is masked.
+    """
     picked = frame if columns is None else frame[list(columns)]
     if limit is not None:
         picked = picked.head(limit)
-    return tuple(json_safe(record) for record in picked.to_dict("records"))
+    return tuple(_scrub_text_values(json_safe(record)) for record in picked.to_dict("records"))
 
 
 def iso_text(value: Any) -> str:
@@ -282,24 +289,27 @@ def iso_text(value: Any) -> str:
     return text.removesuffix("+00:00") + "Z"
 
 
-_SECRET_NAME = re.compile(r"(pass(word|wd)?|secret|token|credential|api[_-]?key)", re.IGNORECASE)
-
-
 def _scrub(parameters: Any) -> Any:
     """Parameters with secrets removed: secret-named values and URL passwords become ***."""
     if isinstance(parameters, dict):
         return {
-            k: "***" if _SECRET_NAME.search(k) and v is not None else _scrub(v)
+            k: MASK if SECRET_KEY.search(k) and v is not None else _scrub(v)
             for k, v in parameters.items()
         }
     if isinstance(parameters, list):
         return [_scrub(v) for v in parameters]
-    if isinstance(parameters, str) and "://" in parameters and "@" in parameters:
-        try:
-            return make_url(parameters).render_as_string(hide_password=True)
-        except ArgumentError:
-            return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", parameters)
-    return parameters
+    return _scrub_text_values(parameters)
+
+
+def _scrub_text_values(value: Any) -> Any:
+    """``value`` (JSON-safe) with URL passwords in every string masked."""
+    if isinstance(value, str):
+        return scrub_text(value)
+    if isinstance(value, dict):
+        return {k: _scrub_text_values(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub_text_values(v) for v in value]
+    return value
 
 
 def _enum(kind: type[enum.StrEnum], value: Any, what: str) -> Any:

@@ -1,7 +1,8 @@
 """The evidence manifest (``evidence.toml``): where one incident's evidence lives.
 
 A manifest names credentials only indirectly (``url = "env:INCIDENT_DB_URL"``); a URL holding a
-literal password is refused. Relative paths resolve against the manifest's folder. The format is
+literal password (``user:secret@`` or a secret-named query parameter such as ``?password=``) is
+refused. Relative paths resolve against the manifest's folder. The format is
 documented in ``docs/manifest.md``.
 """
 
@@ -20,6 +21,7 @@ from sqlalchemy.exc import ArgumentError
 
 from incidentkit.errors import ManifestError, ParameterError
 from incidentkit.frames import utc_timestamp
+from incidentkit.redact import has_query_secret, redact_url
 
 MANIFEST_NAME = "evidence.toml"
 SECTIONS = ("ledger", "events", "journal", "spans", "diagnostics", "threads")
@@ -123,12 +125,14 @@ def resolve_url(ref: str, *, section: str, environ: Mapping[str, str] | None = N
 
 
 def _redact(ref: str) -> str:
+    """``ref`` safe to show: ``env:NAME`` as is, a URL with its passwords masked."""
     if ref.startswith("env:"):
         return ref
     try:
-        return make_url(ref).render_as_string(hide_password=True)
+        make_url(ref)
     except ArgumentError:
-        return "<unparsable url>"
+        return "<unparsable url>"  # not a URL: no telling where a secret would sit
+    return redact_url(ref)
 
 
 def find_manifest(path: str | os.PathLike[str]) -> Path:
@@ -290,10 +294,10 @@ def _check_url(section: str, url: Any) -> str:
             value=_redact(url),
             fix='write a SQLAlchemy URL in an environment variable and say url = "env:NAME"',
         ) from err
-    if parsed.password:
+    if parsed.password or has_query_secret(url):
         raise ManifestError(
             f"[{section}] url holds a literal password",
-            value=parsed.render_as_string(hide_password=True),
+            value=redact_url(url),
             fix='put the URL in an environment variable and write url = "env:NAME"; '
             "a password must never be in a manifest, a notebook or git",
         )

@@ -138,6 +138,57 @@ def test_secrets_never_reach_the_document() -> None:
     assert "ops:***@db.internal" in text
 
 
+def test_query_string_passwords_never_reach_the_document() -> None:
+    provenance = Provenance(
+        parameters={
+            "ledger_url": "postgresql+psycopg://ops@db.internal/incidents?password=hunter22",
+            "urls": ["mysql://ops@db/x?sslmode=on&sslpassword=k3yphrase", {"secret": "s3"}],
+        }
+    )
+    text = Findings("orphans", Verdict.CLEAN, {}, (), provenance).to_json()
+    for secret in ("hunter22", "k3yphrase", '"s3"'):
+        assert secret not in text
+    assert "incidents?password=***" in text
+
+
+def test_rows_of_masks_passwords_in_evidence_text() -> None:
+    """A rejected log line holding a DSN must not carry its password into findings.json."""
+    frame = pd.DataFrame(
+        {
+            "location": ["app.log:3", "app.log:4"],
+            "raw": [
+                "connecting to postgresql://ops:hunter22@db/prod?sslpassword=k3yphrase now",
+                None,
+            ],
+            "attempts": [2, 3],
+        }
+    )
+    assert rows_of(frame) == (
+        {
+            "location": "app.log:3",
+            "raw": "connecting to postgresql://ops:***@db/prod?sslpassword=*** now",
+            "attempts": 2,
+        },
+        {"location": "app.log:4", "raw": None, "attempts": 3},
+    )
+
+
+def test_rows_given_directly_are_masked_too() -> None:
+    finding = Finding(
+        "x",
+        Severity.INFO,
+        "t",
+        "d",
+        "a",
+        ({"line": "dsn=mysql://root:hunter22@db/x", "n": [1, "pg://u@h/db?password=hunter22"]},),
+    )
+    text = Findings("orphans", Verdict.CLEAN, {}, (finding,)).to_json()
+    assert "hunter22" not in text
+    assert finding.rows == (
+        {"line": "dsn=mysql://root:***@db/x", "n": [1, "pg://u@h/db?password=***"]},
+    )
+
+
 def test_json_safe_values() -> None:
     assert json_safe(
         {

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from incidentkit.errors import ManifestError
-from incidentkit.manifest import load_manifest
+from incidentkit.manifest import SourceSpec, load_manifest
 
 FULL = """
 title = "INC-1234 order lookup stall"
@@ -86,6 +86,30 @@ def test_literal_password_is_refused_with_pointer_to_env(tmp_path: Path) -> None
     with pytest.raises(ManifestError, match=r"literal password.*env:NAME") as info:
         load_manifest(write(tmp_path, text))
     assert "s3cret" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://alice@db/prod?password=hunter22", "?password=***"),
+        ("postgresql://alice@db/prod?sslmode=require&sslpassword=k3yphrase", "&sslpassword=***"),
+        ("mysql+pymysql://alice@db/prod?charset=utf8mb4&passwd=hunter22", "&passwd=***"),
+    ],
+)
+def test_a_password_in_the_query_string_is_refused_too(
+    tmp_path: Path, url: str, shown: str
+) -> None:
+    with pytest.raises(ManifestError, match=r"literal password.*env:NAME") as info:
+        load_manifest(write(tmp_path, f'[ledger]\nurl = "{url}"\n'))
+    assert shown in str(info.value)
+    assert "hunter22" not in str(info.value)
+    assert "k3yphrase" not in str(info.value)
+
+
+def test_location_masks_every_password_of_a_literal_url() -> None:
+    spec = SourceSpec("ledger", url_ref="postgresql://a:s3cret@db/prod?password=hunter22")
+    assert spec.location() == "postgresql://a:***@db/prod?password=***"
+    assert SourceSpec("ledger", url_ref="a:s3cret@db").location() == "<unparsable url>"
 
 
 def test_url_without_password_is_allowed(tmp_path: Path) -> None:

@@ -2,11 +2,14 @@
 
 Both keep one row per event in ``events`` with the whole event as snake_case JSON in
 ``event_data``. The schema version comes from ``adk_internal_metadata``; a v0 store (pickled
-``actions``) is refused with the migration command, never unpickled.
+``actions``) is refused with the migration command, never unpickled. The batch's ``meta``
+carries ``ts_reason``: why the ``timestamp`` column could not be read, for the reject of an
+event whose event_data has no timestamp either.
 """
 
 from __future__ import annotations
 
+import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -57,16 +60,32 @@ def read(conn: Connection, filters: Filters, *, what: str) -> Batch:
     )
     frame = sql.read_frame(conn, query, params, what=what)
     frame = frame.reindex(columns=["event_id", *COLUMNS[1:5], "ts", "event_data"])
-    times, _ = (
+    times, why = (
         parse_times(frame["ts"], unit="s")
         if storage == "epoch_s"
         else parse_times(frame["ts"], naive="utc")
     )
     where = EVENTS_TABLE + ":" + frame["session_id"].astype(str) + "/"
     meta = frame[["event_id", "app_name", "user_id", "session_id", "invocation_id"]].assign(
-        location=where + frame["event_id"].astype(str), ts=times
+        location=where + frame["event_id"].astype(str), ts=times, ts_reason=_ts_reasons(frame, why)
     )
     return Batch(values=frame["event_data"], meta=meta, origin=origin)
+
+
+def _ts_reasons(frame: pd.DataFrame, why: pd.Series) -> pd.Series:
+    """Why the ``timestamp`` column holds no time, for rows whose event_data lacks one too.
+
+    The normaliser falls back to the column only when the event carries no timestamp; this
+    is the reject reason then (null where the column was read).
+    """
+    bad = why.notna()
+    reasons = pd.Series(None, index=frame.index, dtype=object)
+    reasons[bad] = [
+        f"timestamp is missing from event_data and the {EVENTS_TABLE}.timestamp column is "
+        f"unreadable ({reason}: {value!r})"
+        for reason, value in zip(why[bad], frame["ts"][bad], strict=True)
+    ]
+    return reasons
 
 
 def _detect(conn: Connection, *, what: str) -> tuple[Origin, sql.TimeStorage]:

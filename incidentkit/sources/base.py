@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import gc
 import json
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, TextIO
 
 import numpy as np
 import pandas as pd
 
 from incidentkit.errors import SourceError
-from incidentkit.frames import TS, rejects_frame
-
-Naive = Literal["error", "utc"]
+from incidentkit.frames import Naive as Naive
+from incidentkit.frames import parse_utc, rejects_frame
 
 
 @dataclass(frozen=True)
@@ -74,15 +72,32 @@ def bulk_decoding() -> Iterator[None]:
             gc.enable()
 
 
-def iter_lines(path: Path, *, what: str) -> Iterator[tuple[int, str, bool]]:
-    """Yield ``(line number, text, ends_with_newline)`` of a UTF-8 text file, skipping blanks."""
+def open_text(
+    path: Path,
+    *,
+    what: str,
+    encoding: str = "utf-8",
+    errors: str = "strict",
+    newline: str | None = None,
+) -> TextIO:
+    """Open an evidence file for reading text; a missing file is a SourceError saying so."""
     try:
-        handle = path.open("r", encoding="utf-8", errors="strict", newline="")
+        return path.open("r", encoding=encoding, errors=errors, newline=newline)
     except FileNotFoundError as err:
         raise SourceError(
             f"{what}: file not found", value=str(path), fix="check the path in the manifest"
         ) from err
-    with handle:
+    except IsADirectoryError as err:
+        raise SourceError(
+            f"{what}: the path is a folder, not a file",
+            value=str(path),
+            fix="name the file itself in the manifest (paths = [...] lists several)",
+        ) from err
+
+
+def iter_lines(path: Path, *, what: str) -> Iterator[tuple[int, str, bool]]:
+    """Yield ``(line number, text, ends_with_newline)`` of a UTF-8 text file, skipping blanks."""
+    with open_text(path, what=what, newline="") as handle:
         lineno = 0
         try:
             for lineno, line in enumerate(handle, start=1):
@@ -130,12 +145,8 @@ def read_json_lines(
 
 def read_json_document(path: Path, *, what: str) -> Any:
     """Parse one JSON document; a truncated or malformed file is a SourceError."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as err:
-        raise SourceError(
-            f"{what}: file not found", value=str(path), fix="check the path in the manifest"
-        ) from err
+    with open_text(path, what=what) as handle:
+        text = handle.read()
     try:
         with bulk_decoding():
             return json.loads(text)
@@ -149,51 +160,15 @@ def read_json_document(path: Path, *, what: str) -> Any:
         ) from err
 
 
-_OFFSET = re.compile(r"(?:[zZ]|[+-]\d\d(?::?\d\d)?)$")
-
-
 def parse_times(
     values: pd.Series, *, naive: Naive = "error", unit: str | None = None
 ) -> tuple[pd.Series, pd.Series]:
-    """Parse a column to UTC timestamps, row by row tolerant.
+    """Parse a column to UTC timestamps, row by row tolerant: ``(times, reasons)``.
 
-    Returns ``(times, reasons)``: ``reasons`` is null where the value parsed (or was null) and
-    says why it did not otherwise, so the caller can reject those rows. Numbers need ``unit``.
+    The kit's one time parser, :func:`incidentkit.frames.parse_utc`: ``reasons`` is null where
+    the value parsed (or was null) and says why it did not otherwise. Numbers need ``unit``.
     """
-    index = values.index
-    reasons = pd.Series(None, index=index, dtype=object)
-    if isinstance(values.dtype, pd.DatetimeTZDtype):
-        return values.dt.tz_convert("UTC").dt.as_unit("ns"), reasons
-    if pd.api.types.is_datetime64_dtype(values.dtype):
-        if naive == "utc":
-            return values.dt.tz_localize("UTC").dt.as_unit("ns"), reasons
-        reasons[values.notna()] = "timestamp without a UTC offset"
-        return pd.Series(pd.NaT, index=index, dtype=TS), reasons
-    present = values.notna()
-    if unit is not None:
-        numbers = pd.to_numeric(values, errors="coerce")
-        reasons[present & numbers.isna()] = f"timestamp is not a number of {unit}"
-        times = pd.to_datetime(numbers, unit=unit, utc=True).dt.as_unit("ns")
-        return times, reasons
-    times = pd.Series(pd.NaT, index=index, dtype=TS)
-    if not present.any():
-        return times, reasons
-    as_text = values[present].map(_as_iso_text).astype("str")
-    parsed = pd.to_datetime(as_text, format="ISO8601", utc=True, errors="coerce")
-    unreadable = parsed.isna()
-    reasons[unreadable[unreadable].index] = "not an ISO 8601 timestamp"
-    if naive == "error":
-        offsetless = ~unreadable & ~as_text.str.contains(_OFFSET, na=False)
-        reasons[offsetless[offsetless].index] = "timestamp without a UTC offset"
-        parsed[offsetless] = pd.NaT
-    times[present] = parsed.dt.as_unit("ns")
-    return times, reasons
-
-
-def _as_iso_text(value: Any) -> str:
-    if hasattr(value, "isoformat"):
-        return str(value.isoformat())
-    return str(value)
+    return parse_utc(values, naive=naive, unit=unit)
 
 
 def parse_json_values(values: pd.Series) -> tuple[pd.Series, pd.Series]:
@@ -214,11 +189,6 @@ def parse_json_values(values: pd.Series) -> tuple[pd.Series, pd.Series]:
     return pd.Series(out, index=values.index, dtype=object), pd.Series(
         reasons, index=values.index, dtype=object
     )
-
-
-def rename_columns(frame: pd.DataFrame, mapping: Mapping[str, str]) -> pd.DataFrame:
-    """Rename the user's column names (values of ``mapping``) to canonical names (its keys)."""
-    return frame.rename(columns={user: canon for canon, user in mapping.items()})
 
 
 def concat_rejects(parts: Iterable[pd.DataFrame]) -> pd.DataFrame:

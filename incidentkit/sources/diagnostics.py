@@ -10,6 +10,7 @@ are copied from an invocation's ``run.start`` to its other lines.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pandas as pd
 
 from incidentkit.frames import conform, empty
 from incidentkit.manifest import Filters, SourceSpec
+from incidentkit.sources.adk_events import MS_THRESHOLD
 from incidentkit.sources.base import (
     Loaded,
     Naive,
@@ -83,7 +85,9 @@ _JSON_KEYS = {
 }
 _MISSING = ("", "?", "null", "-")
 _SEP = "\x1e"  # record separator while joining stack lines to their record
-_PAIR = r"(?:^|\s)(\w+)=(\S*)"
+# _SEP, or one key=value pair at the start of a line or after whitespace (_SEP is whitespace)
+_PAIR_SCAN = re.compile(r"(\x1e)|(?<!\S)(\w+)=(\S*)")
+_PAIR_KEYS = frozenset(key for keys in _KEYS.values() for key in keys)
 
 
 def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | None = None) -> Loaded:
@@ -189,7 +193,7 @@ def _flatten(obj: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def _epoch_iso(value: Any) -> Any:
     if isinstance(value, int | float) and not isinstance(value, bool):
-        unit = "ms" if value > 1e11 else "s"
+        unit = "ms" if value >= MS_THRESHOLD else "s"
         return pd.Timestamp(value, unit=unit, tz="UTC").isoformat()
     return value
 
@@ -197,13 +201,11 @@ def _epoch_iso(value: Any) -> Any:
 def _fields(rows: pd.DataFrame, sink: RejectSink, *, naive: Naive) -> pd.DataFrame:
     """Typed columns from the records of every file; unreadable records become rejects."""
     head = rows["head"].astype("str")
-    word = head.str.split(" ", n=1).str[0]
+    word = head.str.extract(r"^([^ ]*)", expand=False)
     given = rows.get("kind", pd.Series(np.nan, index=rows.index))
     kind = given.where(given.isin(KINDS), word).where(lambda k: k.isin(KINDS), OTHER)
     out = rows.assign(kind=kind)
-    pairs = head.where(kind.ne(OTHER), "").str.findall(_PAIR)
-    # key=value pairs of each line; the first of a repeated key wins
-    given_pairs = pd.DataFrame([dict(reversed(p)) for p in pairs], index=rows.index)
+    given_pairs = _pairs(head.where(kind.ne(OTHER), ""))
     for col, keys in _KEYS.items():
         found = pd.Series(np.nan, index=rows.index, dtype=object)
         for key in reversed(keys):
@@ -235,6 +237,29 @@ def _fields(rows: pd.DataFrame, sink: RejectSink, *, naive: Naive) -> pd.DataFra
     level = out["level"].astype("str").str.upper()
     out["level"] = level.replace({"WARNING": "WARN"})
     return _spread_from_start(out)
+
+
+def _pairs(head: pd.Series) -> pd.DataFrame:
+    """Each line's value of every ``_KEYS`` key (``key=value``; the first of a repeat wins).
+
+    One regex pass over all lines joined by ``_SEP``, which the pattern treats as whitespace,
+    so no pair spans two lines; a pair's line is the number of separators before it.
+    """
+    text = head.fillna("").str.replace(_SEP, " ", regex=False)
+    found = np.array(_PAIR_SCAN.findall(_SEP.join(text.tolist())), dtype=object).reshape(-1, 3)
+    is_pair = found[:, 0] == ""
+    line = np.cumsum(~is_pair)[is_pair]  # non-decreasing
+    codes, keys = pd.factorize(found[is_pair, 1])
+    values = found[is_pair, 2]
+    out = pd.DataFrame(index=head.index)
+    for code, key in enumerate(keys):
+        if key in _PAIR_KEYS:
+            hit = np.flatnonzero(codes == code)
+            first = hit[np.r_[True, line[hit][1:] != line[hit][:-1]]]
+            column = np.full(len(head), np.nan, dtype=object)
+            column[line[first]] = values[first]
+            out[key] = column
+    return out
 
 
 def _spread_from_start(frame: pd.DataFrame) -> pd.DataFrame:

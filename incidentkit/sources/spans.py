@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from incidentkit.errors import ParameterError, SchemaError, SourceError
+from incidentkit.errors import ParameterError, SchemaError
 from incidentkit.frames import SpanKind, conform
 from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources import jaeger, otlp
-from incidentkit.sources.base import Loaded, RejectSink
+from incidentkit.sources.base import Loaded, RejectSink, open_text
 from incidentkit.sources.otlp import RawSpan
 
 PAYLOAD_KEYS: tuple[str, ...] = (
@@ -152,13 +152,8 @@ def _read(
 
 
 def _detect(path: Path) -> str:
-    try:
-        with path.open("r", encoding="utf-8", errors="replace") as handle:
-            head = handle.read(65536)
-    except FileNotFoundError as err:
-        raise SourceError(
-            "spans: file not found", value=str(path), fix="check the path in the manifest"
-        ) from err
+    with open_text(path, what="spans", errors="replace") as handle:
+        head = handle.read(65536)
     marks = {"otlp-json": '"resourceSpans"', "jaeger-json": '"data"'}
     found = {fmt: head.find(mark) for fmt, mark in marks.items()}
     present = {fmt: pos for fmt, pos in found.items() if pos >= 0}

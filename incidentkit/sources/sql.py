@@ -28,8 +28,11 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlch
 
 from incidentkit.errors import SchemaError, SourceError
 from incidentkit.manifest import Filters, Window
+from incidentkit.redact import redact_url, scrub_text
 
 NULL_MARK = "\\N"
+READ_ONLY_OPTIONS = "-c default_transaction_read_only=on -c TimeZone=UTC"
+"""PostgreSQL session settings of every kit connection; they follow (and so beat) the URL's."""
 TimeStorage = Literal["aware", "naive", "epoch_s"]
 """How a column keeps instants: a zoned type, UTC wall time without a zone, epoch seconds."""
 SQLITE_TIME_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
@@ -49,7 +52,7 @@ def open_engine(url: str, *, what: str) -> Engine:
             fix="give a SQLAlchemy URL such as postgresql+psycopg://user@host/db",
         ) from err
     backend = parsed.get_backend_name()
-    safe = parsed.render_as_string(hide_password=True)
+    safe = redact_url(url)
     try:
         if backend == "sqlite":
             database = parsed.database or ""
@@ -65,9 +68,10 @@ def open_engine(url: str, *, what: str) -> Engine:
         elif backend == "postgresql":
             if parsed.drivername == "postgresql":
                 parsed = parsed.set(drivername="postgresql+psycopg")
+            options = " ".join([*_query_values(parsed, "options"), READ_ONLY_OPTIONS])
             engine = sa.create_engine(
-                parsed,
-                connect_args={"options": "-c default_transaction_read_only=on -c TimeZone=UTC"},
+                parsed.difference_update_query(["options"]),
+                connect_args={"options": options},
                 poolclass=sa.pool.NullPool,
             )
         elif backend in ("mysql", "mariadb"):
@@ -91,6 +95,14 @@ def open_engine(url: str, *, what: str) -> Engine:
     return engine
 
 
+def _query_values(url: sa.URL, key: str) -> list[str]:
+    """The values of query parameter ``key`` in ``url`` (none, one or repeated)."""
+    value = url.query.get(key)
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
 def _mysql_read_only(dbapi_conn: Any, _record: Any) -> None:
     with dbapi_conn.cursor() as cursor:
         cursor.execute("SET SESSION TRANSACTION READ ONLY")
@@ -100,11 +112,11 @@ def _mysql_read_only(dbapi_conn: Any, _record: Any) -> None:
 @contextmanager
 def connect(engine: Engine, *, what: str) -> Iterator[Connection]:
     """A connection in a read-only transaction; connection failures become SourceError."""
-    safe = engine.url.render_as_string(hide_password=True)
+    safe = redact_url(engine.url.render_as_string(hide_password=False))
     try:
         conn = engine.connect()
     except DBAPIError as err:
-        reason = str(err.orig).strip().splitlines()[0] if err.orig else str(err)
+        reason = first_line(err.orig if err.orig else err)
         raise SourceError(
             f"{what}: cannot connect to the database",
             value=f"{safe} ({reason})",
@@ -128,8 +140,11 @@ class TableInfo:
     json_columns: frozenset[str]
 
 
-def inspect_table(conn: Connection, table: str, *, what: str) -> TableInfo | None:
-    """Describe ``table`` (``schema.table`` allowed), or None when it does not exist."""
+def inspect_table(conn: Connection, table: str, *, what: str = "") -> TableInfo | None:
+    """Describe ``table`` (``schema.table`` allowed), or None when it does not exist.
+
+    ``what`` is unused; it stays until ``sources/events.py`` stops passing it.
+    """
     schema, _, name = table.rpartition(".")
     inspector = sa.inspect(conn)
     if not inspector.has_table(name, schema=schema or None):
@@ -149,7 +164,7 @@ def inspect_table(conn: Connection, table: str, *, what: str) -> TableInfo | Non
 
 def require_table(conn: Connection, table: str, needed: Sequence[str], *, what: str) -> TableInfo:
     """``inspect_table`` that raises SchemaError for a missing table or missing columns."""
-    info = inspect_table(conn, table, what=what)
+    info = inspect_table(conn, table)
     if info is None:
         raise SchemaError(
             f"{what}: table not found",
@@ -269,16 +284,27 @@ def read_frame(
     On PostgreSQL every value arrives as text (NULL as NaN), so callers parse JSON and
     timestamps themselves; on other databases values arrive as the driver gives them.
     """
+    driver_errors: tuple[type[Exception], ...] = (SQLAlchemyError,)
     try:
         if conn.dialect.name == "postgresql":
+            import psycopg
+
+            driver_errors = (SQLAlchemyError, psycopg.Error)  # COPY runs on the raw cursor
             return _copy_frame(conn, query, params)
         return pd.read_sql(sa.text(query), conn, params=dict(params), dtype=object)
-    except SQLAlchemyError as err:
+    except driver_errors as err:
         raise SourceError(
             f"{what}: query failed",
-            value=str(getattr(err, "orig", err)).splitlines()[0],
-            fix="check the table and column names in the manifest",
+            value=first_line(getattr(err, "orig", None) or err),
+            fix="check the table and column names in the manifest, and that the database "
+            "user may read them",
         ) from err
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of a driver's message, with any URL password masked."""
+    lines = str(err).strip().splitlines()
+    return scrub_text(lines[0] if lines else type(err).__name__)
 
 
 def _copy_frame(conn: Connection, query: str, params: Mapping[str, Any]) -> pd.DataFrame:

@@ -31,6 +31,7 @@ from incidentkit.sources.base import (
     Loaded,
     RejectSink,
     canonical_json,
+    open_text,
     parse_json_values,
     parse_times,
     read_json_lines,
@@ -223,16 +224,10 @@ def _read_files(
 
 def read_csv_rows(path: Path, sink: RejectSink, *, what: str) -> tuple[pd.DataFrame, list[str]]:
     """Read a CSV file with a header row as text; ragged rows become rejects."""
-    try:
-        handle = path.open("r", encoding="utf-8-sig", errors="strict", newline="")
-    except FileNotFoundError as err:
-        raise SourceError(
-            f"{what}: file not found", value=str(path), fix="check the path in the manifest"
-        ) from err
     header: list[str] | None = None
     rows: list[list[str]] = []
     locations: list[str] = []
-    with handle:
+    with open_text(path, what=what, encoding="utf-8-sig", newline="") as handle:
         reader = csv.reader(handle, strict=True)
         last = 0
         try:

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from incidentkit import store
 from incidentkit.errors import SchemaError
 from incidentkit.manifest import Filters, SourceSpec, Window, parse_manifest
-from incidentkit.sources import events
+from incidentkit.sources import adk_python, events, sql
 from incidentkit.sources.base import Loaded
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "events"
@@ -299,3 +299,63 @@ def test_sqlite_session_service_keeps_insertion_order_for_equal_times(tmp_path: 
     got = clean(load_db(f"sqlite:///{path}"))["events"]
     assert list(got["event_id"]) == ["z-first", "a-second"]
     assert list(got["seq"]) == [0, 1]
+
+
+def read_batch(url: str) -> pd.DataFrame:
+    engine = sql.open_engine(url, what="events")
+    try:
+        with sql.connect(engine, what="events") as conn:
+            return adk_python.read(conn, Filters(), what="events").meta
+    finally:
+        engine.dispose()
+
+
+def without_timestamp(line: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in line.items() if k not in (*SESSION_KEYS, "timestamp")}
+
+
+def test_an_unreadable_timestamp_column_keeps_its_reason(sqlite_path: Path) -> None:
+    url = f"sqlite:///{sqlite_path}"
+    first, second = python_lines()[:2]
+    write_v1(url, [event_row(first), event_row(second, event_data=without_timestamp(second))])
+    with sqlite3.connect(sqlite_path) as db:  # SQLite keeps any text in a DATETIME column
+        db.execute("UPDATE events SET timestamp = 'yesterday' WHERE id = ?", (second["id"],))
+    db.close()
+    meta = read_batch(url).set_index("event_id")
+    assert meta["ts_reason"].dropna().to_dict() == {
+        second["id"]: "timestamp is missing from event_data and the events.timestamp column is "
+        "unreadable (not an ISO 8601 timestamp: 'yesterday')",
+    }
+    assert meta.loc[first["id"], "ts"] == pd.Timestamp(naive_utc(first["timestamp"]), tz="UTC")
+
+
+def test_an_unreadable_epoch_column_keeps_its_reason(tmp_path: Path) -> None:
+    path = tmp_path / "session.db"
+    write_sqlite_service(path, python_lines()[:1])
+    with sqlite3.connect(path) as db:  # SQLite keeps text in a REAL column
+        db.execute(
+            "UPDATE events SET timestamp = 'soon', event_data = json_remove(event_data, "
+            "'$.timestamp')"
+        )
+    db.close()
+    meta = read_batch(f"sqlite:///{path}")
+    assert meta["ts_reason"].tolist() == [
+        "timestamp is missing from event_data and the events.timestamp column is unreadable "
+        "(timestamp is not a number of s: 'soon')"
+    ]
+
+
+@pytest.mark.xfail(
+    strict=True, reason="needs adk_events._times to reject with meta['ts_reason'] (not mine)"
+)
+def test_the_reject_says_why_the_timestamp_column_was_unreadable(sqlite_path: Path) -> None:
+    url = f"sqlite:///{sqlite_path}"
+    line = python_lines()[0]
+    write_v1(url, [event_row(line, event_data=without_timestamp(line))])
+    with sqlite3.connect(sqlite_path) as db:
+        db.execute("UPDATE events SET timestamp = 'yesterday'")
+    db.close()
+    assert load_db(url).rejects["reason"].tolist() == [
+        "timestamp is missing from event_data and the events.timestamp column is unreadable "
+        "(not an ISO 8601 timestamp: 'yesterday')"
+    ]

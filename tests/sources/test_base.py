@@ -1,4 +1,5 @@
-"""The shared loader pieces: bulk JSON decoding leaves the garbage collector as it found it."""
+"""The shared loader pieces: bulk JSON decoding leaves the garbage collector as it found it;
+every file reader says the same thing about a missing file or a folder."""
 
 from __future__ import annotations
 
@@ -10,7 +11,16 @@ from typing import Any
 
 import pytest
 
-from incidentkit.sources.base import RejectSink, bulk_decoding, read_json_lines
+from incidentkit.errors import SourceError
+from incidentkit.manifest import Filters, SourceSpec
+from incidentkit.sources import diagnostics, ledger, spans, threads
+from incidentkit.sources.base import (
+    RejectSink,
+    bulk_decoding,
+    iter_lines,
+    read_json_document,
+    read_json_lines,
+)
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -61,3 +71,29 @@ def test_read_json_lines_decodes_with_the_collector_paused(
     assert len(collector_states) >= len(records) > 0
     assert not any(collector_states)
     assert gc.isenabled()
+
+
+READERS = {
+    "lines": lambda path: list(iter_lines(path, what="test")),
+    "document": lambda path: read_json_document(path, what="test"),
+    "ledger csv": lambda path: ledger.load(SourceSpec("ledger", paths=(path,)), Filters()),
+    "spans": lambda path: spans.load(SourceSpec("spans", paths=(path,)), Filters()),
+    "diagnostics": lambda path: diagnostics.load(
+        SourceSpec("diagnostics", paths=(path,)), Filters()
+    ),
+    "threads": lambda path: threads.load(SourceSpec("threads", paths=(path,)), Filters()),
+}
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_every_reader_says_a_file_is_missing(reader: str, tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match=r"file not found: '.*gone\.csv'\. check the path"):
+        READERS[reader](tmp_path / "gone.csv")
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_every_reader_says_a_folder_is_not_a_file(reader: str, tmp_path: Path) -> None:
+    folder = tmp_path / "logs.csv"
+    folder.mkdir()
+    with pytest.raises(SourceError, match=r"the path is a folder, not a file: '.*logs\.csv'"):
+        READERS[reader](folder)

@@ -252,3 +252,27 @@ def test_empty_and_missing_files(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(loaded.frames["diagnostics"], empty("diagnostics"))
     with pytest.raises(SourceError, match="file not found"):
         load("absent.log")
+
+
+def test_key_value_pairs_first_of_a_repeat_wins_and_lines_stay_apart() -> None:
+    got = frame("pairs.log")
+    columns = ["kind", "invocation_id", "app_name", "outcome", "ms", "llm_calls", "agent"]
+    expected = typed(
+        {
+            "kind": ["run.start", "run.error", "other", "run.end", "run.many_llm_calls"],
+            "invocation_id": ["e-1", None, None, "e-1", "e-2"],
+            "app_name": ["a1", None, None, "a1", None],  # run.end's copied from its run.start
+            "outcome": [None, None, None, None, None],  # "outcome=" is empty: missing
+            "ms": [None, None, None, 12, None],  # "note=x=ms=5" is one pair, note's
+            "llm_calls": [None, None, None, 3, 40],  # llmCalls before calls; first calls=
+            "agent": [None, None, None, None, "helper"],
+        }
+    )
+    pd.testing.assert_frame_equal(got[columns], expected)
+
+
+def test_a_record_separator_inside_a_message_separates_pairs() -> None:
+    got = frame("separator.jsonl")
+    assert got[["invocation_id", "ms", "outcome"]].to_dict("records") == [
+        {"invocation_id": "e-3", "ms": 7, "outcome": "ok"}
+    ]

@@ -421,3 +421,83 @@ def test_sqlite_times_in_other_iso_forms_are_placed_after_parsing(sqlite_path: P
     loaded = ledger.load(db_spec("ledger", url), Filters(window=BOUNDARY))
     assert loaded.rejects.empty
     assert loaded.frames["runs"]["run_id"].tolist() == ["r-4", "r-6", "r-2"]
+
+
+# -- secrets and driver errors ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        pytest.param(
+            "postgresql+psycopg://u@127.0.0.1:1/db?password=hunter22",
+            "127.0.0.1:1/db?password=***",
+            id="query-password",
+        ),
+        pytest.param(
+            "postgresql+psycopg://u@127.0.0.1:1/db?sslmode=disable&sslpassword=hunter22",
+            "&sslpassword=***",
+            id="query-sslpassword",
+        ),
+        pytest.param(
+            "postgresql+psycopg://u:hunter22@127.0.0.1:1/db", "u:***@127.0.0.1:1", id="userinfo"
+        ),
+    ],
+)
+def test_the_cannot_connect_error_masks_every_password(url: str, shown: str) -> None:
+    with pytest.raises(SourceError, match=r"cannot connect to the database") as info:
+        ledger.load(SourceSpec("ledger", url_ref=url), Filters())
+    assert "hunter22" not in str(info.value)
+    assert shown in str(info.value)
+
+
+def test_unsupported_database_errors_mask_query_passwords() -> None:
+    with pytest.raises(SourceError, match=r"no driver for this URL") as info:
+        sql.open_engine("postgresql+nodriver://u@h/db?password=hunter22", what="test")
+    assert "hunter22" not in str(info.value)
+    assert "password=***" in str(info.value)
+
+
+def test_first_line_of_a_driver_message_is_scrubbed() -> None:
+    err = RuntimeError("cannot use postgresql://ops:hunter22@db/x?sslpassword=k3y22\nSQL: ...")
+    assert sql.first_line(err) == "cannot use postgresql://ops:***@db/x?sslpassword=***"
+
+
+@pytest.mark.postgres
+def test_the_urls_own_options_are_kept_beside_the_read_only_ones(pg_url: str) -> None:
+    # The URL tries to switch read-only off: the kit's settings come last and win.
+    options = "-c search_path=evidence,public -c default_transaction_read_only=off"
+    url = sa.make_url(pg_url).update_query_dict({"options": options})
+    engine = sql.open_engine(url.render_as_string(hide_password=False), what="test")
+    try:
+        with sql.connect(engine, what="test") as conn:
+            shown = {
+                name: conn.execute(sa.text(f"SHOW {name}")).scalar_one()
+                for name in ("search_path", "default_transaction_read_only", "TimeZone")
+            }
+    finally:
+        engine.dispose()
+    assert shown == {
+        "search_path": "evidence,public",
+        "default_transaction_read_only": "on",
+        "TimeZone": "UTC",
+    }
+
+
+@pytest.mark.postgres
+def test_a_failing_copy_is_a_source_error_without_a_traceback_of_values(pg_url: str) -> None:
+    execute(pg_url, "CREATE TABLE t (id integer)")
+    engine = sql.open_engine(pg_url, what="test")
+    try:
+        with (
+            sql.connect(engine, what="test") as conn,
+            pytest.raises(
+                SourceError,
+                match=r"test: query failed: 'column \"nope\" does not exist'\. check the table",
+            ) as info,
+        ):
+            sql.read_frame(conn, "SELECT nope FROM t WHERE id = :id", {"id": 7}, what="test")
+    finally:
+        engine.dispose()
+    assert "\n" not in str(info.value)
+    assert type(info.value.__cause__).__module__.startswith("psycopg")
