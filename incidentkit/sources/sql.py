@@ -286,7 +286,7 @@ def read_frame(
     """
     driver_errors: tuple[type[Exception], ...] = (SQLAlchemyError,)
     try:
-        if conn.dialect.name == "postgresql":
+        if conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg":
             import psycopg
 
             driver_errors = (SQLAlchemyError, psycopg.Error)  # COPY runs on the raw cursor
