@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from incidentkit.redact import redact_url
+
 ENV = "INCIDENTKIT_TEST_DATABASE_URL"
 LOCAL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 PORT = 55432
@@ -113,7 +115,8 @@ def _find_or_start() -> list[str]:
     if os.environ.get(ENV):
         if not _reachable(os.environ[ENV]):
             raise SetupError(
-                f"{ENV} is set but the server does not answer; start it, or unset {ENV} to "
+                f"{ENV} is set but the server does not answer: "
+                f"{redact_url(os.environ[ENV])}; start it, or unset {ENV} to "
                 "use 127.0.0.1:5432 or a throwaway cluster"
             )
         return [f"export {ENV}='{os.environ[ENV]}'"]
