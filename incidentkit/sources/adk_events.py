@@ -3,13 +3,22 @@
 Readers hand over :class:`Batch` es: event objects (or their JSON text) and where each came
 from. :func:`normalise` checks every record, rejects the unreadable ones with a reason, and
 builds the ``events``, ``calls``, ``responses`` and ``state_writes`` frames column by column.
-Records are decoded a chunk at a time, so a million events never sit in memory as dicts.
+JSON text (what a database hands over) is decoded a chunk at a time, so a million events
+never sit in memory as dicts; files arrive decoded (``base.read_json_lines``), whole.
+
+What is checked: a missing or mistyped field the frames need (ids, author, timestamp, the
+content and parts, a call's or response's ``name``, ...) rejects the event with its location
+and a reason, so nothing is lost silently; a misspelled known key (``invocationID``) counts
+as that key missing. Keys the kit does not know are ignored on purpose, at the top level and
+inside ``actions`` and parts: ADK's own Jackson mapper reads events with
+``FAIL_ON_UNKNOWN_PROPERTIES=false``, and new ADK versions add fields (``nodeInfo``,
+``output``, ``isolationScope`` in 2.x) that must not turn a valid event into a reject.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -32,7 +41,13 @@ from incidentkit.sources.adk_columns import (
     not_of,
     pluck,
 )
-from incidentkit.sources.adk_parts import calls_frame, responses_frame, state_writes_frame, texts
+from incidentkit.sources.adk_parts import (
+    calls_frame,
+    check_parts,
+    responses_frame,
+    state_writes_frame,
+    texts,
+)
 from incidentkit.sources.base import RejectSink, bulk_decoding, parse_json_values
 
 MS_THRESHOLD = 1e11
@@ -170,9 +185,9 @@ def _read_chunk(batch: Batch, start: int, stop: int, first_pos: int, sink: Rejec
     reasons.flag(not_of(parts, (list, type(None))), "content.parts is not a list")
     owner, part_no, part_list = explode(parts)
     items = Records(part_list)
-    _check_parts(items, owner, part_no, reasons)
     calls = items.get(("functionCall", "function_call"))
     responses = items.get(("functionResponse", "function_response"))
+    check_parts(items, calls, responses, owner, part_no, reasons)
     long_running = records.get(("longRunningToolIds", "long_running_tool_ids"))
     lr_ok = mask(
         long_running, lambda v: v is None or (type(v) is list and set(map(type, v)) <= {str})
@@ -303,30 +318,6 @@ def _times(raw: list[Any], origin: Origin, fallback: pd.Series | None, reasons: 
     if fallback is not None:
         times = times.where(present, fallback.reset_index(drop=True))
     return times
-
-
-def _check_parts(items: Records, owner: Ints, part_no: Ints, reasons: Reasons) -> None:
-    """Reject records with a part that is not an object, or a call/response/text of a bad type."""
-    checks: list[tuple[str, Sequence[Any], tuple[type, ...]]] = [
-        ("", items.objs, (dict,)),
-        (".functionCall", items.get(("functionCall", "function_call")), (dict, type(None))),
-        (
-            ".functionResponse",
-            items.get(("functionResponse", "function_response")),
-            (dict, type(None)),
-        ),
-        (".text", items.get(("text",)), (str, type(None))),
-    ]
-    for name, values, allowed in checks:
-        wrong = not_of(values, allowed)
-        if wrong is not None:
-            rows = np.flatnonzero(wrong)
-            reasons.flag_rows(owner[rows], _part_reason(part_no[rows], name))
-
-
-def _part_reason(part_no: Ints, name: str) -> Callable[[int], str]:
-    what = "text" if name == ".text" else "an object"
-    return lambda k: f"content.parts[{part_no[k]}]{name} is not {what}"
 
 
 def _reject(

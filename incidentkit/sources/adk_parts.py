@@ -1,18 +1,31 @@
 """The rows an event's content and actions give: calls, responses, state writes and text.
 
-Each builder takes the flattened parts (or deltas) of a chunk of records, with ``owner`` the
-record each item belongs to, and keeps only the items of records that were not rejected.
+:func:`check_parts` rejects records whose parts cannot give rows. Each builder takes the
+flattened parts (or deltas) of a chunk of records, with ``owner`` the record each item
+belongs to, and keeps only the items of records that were not rejected.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from incidentkit.frames import StateScope
-from incidentkit.sources.adk_columns import Bools, Ints, Records, explode, mask, not_of, pluck
+from incidentkit.sources.adk_columns import (
+    NONE,
+    NOT_NONE,
+    Bools,
+    Ints,
+    Reasons,
+    Records,
+    explode,
+    mask,
+    not_of,
+    pluck,
+)
 from incidentkit.sources.base import canonical_json
 
 REMOVED = "__ADK_SENTINEL_REMOVED__"
@@ -21,6 +34,84 @@ _SCOPES = {
     f"{scope.value}:": scope.value for scope in (StateScope.APP, StateScope.USER, StateScope.TEMP)
 }
 _SESSION = StateScope.SESSION.value
+
+
+def check_parts(
+    items: Records,
+    calls: list[Any],
+    responses: list[Any],
+    owner: Ints,
+    part_no: Ints,
+    reasons: Reasons,
+) -> None:
+    """Flag records with a part that is not an object, a ``text`` that is not text, or a
+    function call/response that is not an object, lacks its ``name`` (the tool it names), or
+    has ``args``/``response`` or ``id`` of the wrong type.
+
+    ``calls``/``responses`` hold each part's ``functionCall``/``functionResponse`` (None when
+    it has none). An absent ``args``/``response`` is legal (genai marks both optional and ADK
+    Python's JSON drops None fields), and so is an absent ``id``: Firestore-origin events
+    carry none, and their calls pair with responses by name and order instead.
+    """
+    shapes: list[tuple[str, Sequence[Any], tuple[type, ...], str]] = [
+        ("", items.objs, (dict,), "an object"),
+        (".functionCall", calls, (dict, NONE), "an object"),
+        (".functionResponse", responses, (dict, NONE), "an object"),
+        (".text", items.get(("text",)), (str, NONE), "text"),
+    ]
+    for name, values, allowed, what in shapes:
+        wrong = not_of(values, allowed)
+        if wrong is not None:
+            _flag(reasons, owner, part_no, np.flatnonzero(wrong), f"{name} is not {what}")
+    for kind, values, payload in (
+        ("functionCall", calls, "args"),
+        ("functionResponse", responses, "response"),
+    ):
+        _check_fields(kind, values, payload, owner, part_no, reasons)
+
+
+def _check_fields(
+    kind: str, values: list[Any], payload: str, owner: Ints, part_no: Ints, reasons: Reasons
+) -> None:
+    """Flag ``kind`` parts without a text ``name``, or with a non-object ``payload`` or a
+    non-text ``id`` (records whose ``kind`` is not an object are flagged already)."""
+    at = np.flatnonzero(mask(values, NOT_NONE))
+    if not len(at):
+        return
+    found = [values[i] for i in at]
+    names = pluck(found, ("name",))
+    if None in names or "" in names:
+        missing = np.flatnonzero(mask(names, lambda v: v is None or v == ""))
+        _flag(reasons, owner, part_no, at[missing], f".{kind}.name is missing")
+    for field, allowed, what in (
+        ("name", (str, NONE), "text"),
+        (payload, (dict, NONE), "an object"),
+        ("id", (str, NONE), "text"),
+    ):
+        got = pluck(found, (field,))
+        wrong = not_of(got, allowed)
+        if wrong is not None:
+            rows = np.flatnonzero(wrong)
+            shown = [got[i] for i in rows]
+            _flag(reasons, owner, part_no, at[rows], f".{kind}.{field} is not {what}", shown)
+
+
+def _flag(
+    reasons: Reasons,
+    owner: Ints,
+    part_no: Ints,
+    at: Ints,
+    what: str,
+    shown: list[Any] | None = None,
+) -> None:
+    """Flag the records owning parts ``at``: ``what`` is wrong with each part (followed by
+    ``shown[k]``, the wrong value of part ``at[k]``, when given)."""
+
+    def reason(k: int) -> str:
+        value = "" if shown is None else f": {shown[k]!r}"
+        return f"content.parts[{part_no[at[k]]}]{what}{value}"
+
+    reasons.flag_rows(owner[at], reason)
 
 
 def texts(items: Records, owner: Ints, n: int) -> Any:
