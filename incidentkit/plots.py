@@ -187,7 +187,7 @@ def plot_run_timeline(
     ax.invert_yaxis()
     when = "?" if t0 is None else pd.Timestamp(t0).strftime("%Y-%m-%d %H:%M:%SZ")
     ax.set_xlabel(f"seconds since {when} (UTC)")
-    ax.set_title(f"run {run_id} · session {run['session_id']} · invocation {inv}")
+    ax.set_title(f"run {run_id}\nsession {run['session_id']} · invocation {inv}", fontsize="medium")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     return ax
