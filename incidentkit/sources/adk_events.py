@@ -3,8 +3,10 @@
 Readers hand over :class:`Batch` es: event objects (or their JSON text) and where each came
 from. :func:`normalise` checks every record, rejects the unreadable ones with a reason, and
 builds the ``events``, ``calls``, ``responses`` and ``state_writes`` frames column by column.
-JSON text (what a database hands over) is decoded a chunk at a time, so a million events
-never sit in memory as dicts; files arrive decoded (``base.read_json_lines``), whole.
+JSON text (what a database hands over) is decoded a chunk at a time, and JSON-lines files
+arrive as a lazy stream of chunk-sized batches (``base.iter_json_line_chunks``), so a million
+events never sit in memory as dicts: only the compact columns of the frames are kept whole,
+for the duplicate-id check and the final ordering.
 
 What is checked: a missing or mistyped field the frames need (ids, author, timestamp, the
 content and parts, a call's or response's ``name``, ...) rejects the event with its location
@@ -18,7 +20,7 @@ inside ``actions`` and parts: ADK's own Jackson mapper reads events with
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -124,9 +126,12 @@ class _Chunk:
 
 
 def normalise(
-    batches: Sequence[Batch], filters: Filters, sink: RejectSink, *, apply_filters: bool
+    batches: Iterable[Batch], filters: Filters, sink: RejectSink, *, apply_filters: bool
 ) -> dict[str, pd.DataFrame]:
     """The four event frames of ``batches``; unreadable records go to ``sink``.
+
+    ``batches`` may be lazy (a file read as it is consumed): each is normalised, a chunk at
+    a time, and released before the next is drawn.
 
     ``apply_filters`` applies ``filters`` here (files; databases filter in SQL). Then a
     repeated event id is rejected, and ``seq`` numbers each session's surviving events by
@@ -140,6 +145,7 @@ def normalise(
                 stop = min(start + CHUNK, len(batch.values))
                 chunks.append(_read_chunk(batch, start, stop, first_pos, sink))
             first_pos += len(batch.values)
+            del batch  # a lazy source's next batch then replaces it in memory, not beside it
     if not chunks:
         return {name: empty(name) for name in EVENT_FRAMES}
     events = pd.concat([chunk.events for chunk in chunks], ignore_index=True)
@@ -178,7 +184,8 @@ def _read_chunk(batch: Batch, start: int, stop: int, first_pos: int, sink: Rejec
     )
     cols, actions = _fields(records, meta, reasons)
     fallback = meta["ts"] if "ts" in meta.columns else None
-    times = _times(records.get(("timestamp",)), batch.origin, fallback, reasons)
+    why = _meta_list(meta, "ts_reason")
+    times = _times(records.get(("timestamp",)), batch.origin, fallback, why, reasons)
     contents = records.get(("content",))
     reasons.flag(not_of(contents, (dict, type(None))), "content is not an object")
     parts = pluck(contents, ("parts",))
@@ -288,11 +295,24 @@ def _meta_list(meta: pd.DataFrame, column: str) -> list[Any] | None:
     return list(series.astype(object).where(series.notna(), None))
 
 
-def _times(raw: list[Any], origin: Origin, fallback: pd.Series | None, reasons: Reasons) -> Any:
-    """Event times from epoch numbers in ``origin.unit``; ``fallback`` fills absent ones."""
+def _times(
+    raw: list[Any],
+    origin: Origin,
+    fallback: pd.Series | None,
+    why: list[Any] | None,
+    reasons: Reasons,
+) -> Any:
+    """Event times from epoch numbers in ``origin.unit``; ``fallback`` fills absent ones.
+
+    An event with neither is rejected with ``why`` (the reader's reason the fallback is null,
+    e.g. an unreadable timestamp column) when it has one, else as missing its timestamp.
+    """
     present = mask(raw, NOT_NONE)
     backed = np.zeros(len(raw), bool) if fallback is None else fallback.notna().to_numpy()
-    reasons.flag(~present & ~backed, "timestamp is missing")
+    reasons.flag(
+        ~present & ~backed,
+        "timestamp is missing" if why is None else lambda i: why[i] or "timestamp is missing",
+    )
     wrong = not_of(raw, (int, float, type(None)))
     reasons.flag(wrong, lambda i: f"timestamp is not a number: {raw[i]!r}")
     if wrong is None and None not in raw:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,7 +95,7 @@ def open_text(
         ) from err
 
 
-def iter_lines(path: Path, *, what: str) -> Iterator[tuple[int, str, bool]]:
+def iter_lines(path: Path, *, what: str) -> Generator[tuple[int, str, bool]]:
     """Yield ``(line number, text, ends_with_newline)`` of a UTF-8 text file, skipping blanks."""
     with open_text(path, what=what, newline="") as handle:
         lineno = 0
@@ -118,29 +118,65 @@ def read_json_lines(
     """Parse a JSON-lines file into objects and their ``file:line`` locations.
 
     A line that is not a JSON object becomes a reject; a last line cut off mid-record is
-    rejected as a truncated file.
+    rejected as a truncated file. :func:`iter_json_line_chunks` reads a chunk at a time.
     """
     records: list[dict[str, Any]] = []
     locations: list[str] = []
-    with bulk_decoding():
-        for lineno, text, complete in iter_lines(path, what=what):
-            location = f"{path.name}:{lineno}"
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError as err:
-                reason = (
-                    "truncated line: the file ends in the middle of a record"
-                    if not complete
-                    else f"malformed JSON ({err.msg} at column {err.colno})"
-                )
-                sink.add(location, reason, text)
-                continue
-            if not isinstance(value, dict):
-                sink.add(location, f"expected a JSON object, got {type(value).__name__}", text)
-                continue
-            records.append(value)
-            locations.append(location)
+    for chunk, where in iter_json_line_chunks(path, sink, what=what, size=None):
+        records.extend(chunk)
+        locations.extend(where)
     return records, locations
+
+
+def iter_json_line_chunks(
+    path: Path, sink: RejectSink, *, what: str, size: int | None
+) -> Iterator[tuple[list[dict[str, Any]], list[str]]]:
+    """:func:`read_json_lines` in chunks of at most ``size`` objects (None: one chunk).
+
+    Lines are decoded as the chunk fills, so only one chunk of objects is ever in memory;
+    the rejects of a chunk's lines reach ``sink`` before the chunk is yielded.
+    """
+    lines = iter_lines(path, what=what)
+    try:
+        done = False
+        while not done:
+            records: list[dict[str, Any]] = []
+            locations: list[str] = []
+            with bulk_decoding():  # not across the yield: the consumer runs with gc as it was
+                for lineno, text, complete in lines:
+                    location = f"{path.name}:{lineno}"
+                    value = _json_object(text, complete, location, sink)
+                    if value is not None:
+                        records.append(value)
+                        locations.append(location)
+                        if size is not None and len(records) >= size:
+                            break
+                else:
+                    done = True
+            if records:
+                yield records, locations
+    finally:
+        lines.close()  # an abandoned chunk iterator closes the file
+
+
+def _json_object(
+    text: str, complete: bool, location: str, sink: RejectSink
+) -> dict[str, Any] | None:
+    """The JSON object on one line, or None after rejecting the line with a reason."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        reason = (
+            "truncated line: the file ends in the middle of a record"
+            if not complete
+            else f"malformed JSON ({err.msg} at column {err.colno})"
+        )
+        sink.add(location, reason, text)
+        return None
+    if not isinstance(value, dict):
+        sink.add(location, f"expected a JSON object, got {type(value).__name__}", text)
+        return None
+    return value
 
 
 def read_json_document(path: Path, *, what: str) -> Any:

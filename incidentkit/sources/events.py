@@ -16,7 +16,8 @@ equal frames whatever they were stored in (``source_format`` says which reader s
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from sqlalchemy.engine import Connection
 
 from incidentkit.errors import ManifestError, SchemaError, SourceError
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources import adk_python, sql
+from incidentkit.sources import adk_events, adk_python, sql
 from incidentkit.sources.adk_columns import pluck
 from incidentkit.sources.adk_events import (
     JAVA_JSON,
@@ -38,9 +39,9 @@ from incidentkit.sources.adk_events import (
 from incidentkit.sources.base import (
     Loaded,
     RejectSink,
+    iter_json_line_chunks,
     iter_lines,
     read_json_document,
-    read_json_lines,
 )
 
 WHAT = "events"
@@ -53,6 +54,7 @@ _DETECT_SAMPLE = 1000
 def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | None = None) -> Loaded:
     """Load the events section into ``events``, ``calls``, ``responses`` and ``state_writes``."""
     sink = RejectSink(WHAT)
+    batches: Iterable[Batch]
     if spec.is_database:
         batches = [_read_database(spec, filters, environ)]
     else:
@@ -62,7 +64,7 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
                 value=spec.location(),
                 fix='give url = "env:NAME" (or a .db/.sqlite path), or drop the format',
             )
-        batches = [batch for path in spec.paths if (batch := _read_file(path, spec.format, sink))]
+        batches = chain.from_iterable(_read_file(path, spec.format, sink) for path in spec.paths)
     frames = normalise(batches, filters, sink, apply_filters=not spec.is_database)
     return Loaded(frames=frames, rejects=sink.frame())
 
@@ -154,16 +156,25 @@ def _read_java_table(conn: Connection, spec: SourceSpec, filters: Filters) -> Ba
 # -- files -------------------------------------------------------------------------------------
 
 
-def _read_file(path: Path, fmt: str | None, sink: RejectSink) -> Batch | None:
-    """One JSON-lines file or session document; None when the file is empty."""
+def _read_file(path: Path, fmt: str | None, sink: RejectSink) -> Iterator[Batch]:
+    """The batches of one file, read as the normaliser asks: none when the file is empty.
+
+    A session document is one batch. JSON lines stream, a chunk of decoded records at a
+    time, so a file of millions of events never sits in memory as dicts; the first chunk
+    decides the origin of them all.
+    """
     shape = _peek(path)
     if shape is None:
-        return None
+        return
     if shape == "document":
-        return _read_sessions(path, read_json_document(path, what=WHAT), fmt)
-    records, locations = read_json_lines(path, sink, what=WHAT)
-    values = pd.Series(records, dtype=object)
-    return Batch(values, pd.DataFrame({"location": locations}), _origin(fmt, records))
+        yield _read_sessions(path, read_json_document(path, what=WHAT), fmt)
+        return
+    origin: Origin | None = None
+    for records, locations in iter_json_line_chunks(path, sink, what=WHAT, size=adk_events.CHUNK):
+        if origin is None:
+            origin = _origin(fmt, records)
+        yield Batch(pd.Series(records, dtype=object), pd.DataFrame({"location": locations}), origin)
+        del records, locations  # before the next chunk is decoded
 
 
 def _peek(path: Path) -> str | None:

@@ -345,9 +345,6 @@ def test_an_unreadable_epoch_column_keeps_its_reason(tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="needs adk_events._times to reject with meta['ts_reason'] (not mine)"
-)
 def test_the_reject_says_why_the_timestamp_column_was_unreadable(sqlite_path: Path) -> None:
     url = f"sqlite:///{sqlite_path}"
     line = python_lines()[0]

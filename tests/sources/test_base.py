@@ -1,11 +1,12 @@
 """The shared loader pieces: bulk JSON decoding leaves the garbage collector as it found it;
-every file reader says the same thing about a missing file or a folder."""
+JSON lines read in chunks; every file reader says the same thing about a missing file or a
+folder."""
 
 from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,11 @@ import pytest
 
 from incidentkit.errors import SourceError
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources import diagnostics, ledger, spans, threads
+from incidentkit.sources import diagnostics, events, ledger, spans, threads
 from incidentkit.sources.base import (
     RejectSink,
     bulk_decoding,
+    iter_json_line_chunks,
     iter_lines,
     read_json_document,
     read_json_lines,
@@ -73,8 +75,40 @@ def test_read_json_lines_decodes_with_the_collector_paused(
     assert gc.isenabled()
 
 
-READERS = {
+def test_json_lines_in_chunks_are_the_whole_file_read_a_chunk_at_a_time() -> None:
+    path = DATA / "events" / "rejects.jsonl"  # a malformed line, then a JSON list
+    whole_sink, chunk_sink = RejectSink("events"), RejectSink("events")
+    records, locations = read_json_lines(path, whole_sink, what="events")
+    chunks = list(iter_json_line_chunks(path, chunk_sink, what="events", size=4))
+    assert [len(chunk) for chunk, _ in chunks] == [4, 4, 4, 2]
+    assert [rec for chunk, _ in chunks for rec in chunk] == records
+    assert [loc for _, where in chunks for loc in where] == locations
+    assert locations[0] == "rejects.jsonl:3"
+    assert chunk_sink.rows == whole_sink.rows
+    assert [row["location"] for row in chunk_sink.rows] == ["rejects.jsonl:1", "rejects.jsonl:2"]
+
+
+def test_json_line_chunks_reject_a_truncated_last_line() -> None:
+    sink = RejectSink("events")
+    path = DATA / "events" / "truncated.jsonl"
+    chunks = list(iter_json_line_chunks(path, sink, what="events", size=1))
+    assert [where for _, where in chunks] == [["truncated.jsonl:1"]]
+    assert [(row["location"], row["reason"]) for row in sink.rows] == [
+        ("truncated.jsonl:2", "truncated line: the file ends in the middle of a record")
+    ]
+
+
+def test_json_line_chunks_leave_the_collector_on_between_chunks(collector_on: None) -> None:
+    sink = RejectSink("events")
+    path = DATA / "events" / "java_events.jsonl"
+    states = [gc.isenabled() for _ in iter_json_line_chunks(path, sink, what="events", size=2)]
+    assert len(states) > 1
+    assert all(states)
+
+
+READERS: dict[str, Callable[[Path], object]] = {
     "lines": lambda path: list(iter_lines(path, what="test")),
+    "events": lambda path: events.load(SourceSpec("events", paths=(path,)), Filters()),
     "document": lambda path: read_json_document(path, what="test"),
     "ledger csv": lambda path: ledger.load(SourceSpec("ledger", paths=(path,)), Filters()),
     "spans": lambda path: spans.load(SourceSpec("spans", paths=(path,)), Filters()),

@@ -436,6 +436,26 @@ def test_chunked_decoding_gives_the_same_frames(monkeypatch: pytest.MonkeyPatch)
     assert list(whole.rejects["location"]) == ["duplicates.jsonl:3"]
 
 
+def test_a_file_read_a_chunk_at_a_time_keeps_every_reject(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    names = ("rejects.jsonl", "duplicates.jsonl", "truncated.jsonl")
+    whole = load(*names)
+    monkeypatch.setattr(adk_events, "CHUNK", 1)
+    chunked = load(*names)
+    for name in FRAMES:
+        pd.testing.assert_frame_equal(chunked.frames[name], whole.frames[name])
+    # Rejects come file by file and chunk by chunk now: the same rows, in that order.
+    assert sorted(map(tuple, chunked.rejects.to_numpy().tolist())) == sorted(
+        map(tuple, whole.rejects.to_numpy().tolist())
+    )
+    assert list(chunked.rejects["location"]) == [
+        *(f"rejects.jsonl:{n}" for n in range(1, 16)),
+        "truncated.jsonl:2",
+        "duplicates.jsonl:3",
+    ]
+
+
 def test_the_benchmark_runs_on_a_small_input() -> None:
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_events.py"
     done = subprocess.run(
@@ -443,6 +463,23 @@ def test_the_benchmark_runs_on_a_small_input() -> None:
     )
     assert re.match(
         r"^400 events: .* events/s\), .*; events 400, calls 100, responses 100, "
+        r"state_writes 300; 0 rejects; peak RSS [\d,]+ MiB$",
+        done.stdout,
+    ), done.stdout
+
+
+def test_the_benchmark_writes_and_loads_a_file(tmp_path: Path) -> None:
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_events.py"
+    path = tmp_path / "events.jsonl"
+    done = subprocess.run(
+        [sys.executable, str(script), "--file", str(path), "400"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert len(path.read_text(encoding="utf-8").splitlines()) == 400
+    assert re.match(
+        r"^.*events\.jsonl: .* events/s\), .*; events 400, calls 100, responses 100, "
         r"state_writes 300; 0 rejects; peak RSS [\d,]+ MiB$",
         done.stdout,
     ), done.stdout
