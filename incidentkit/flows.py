@@ -17,8 +17,8 @@ import pandas as pd
 from incidentkit.errors import ParameterError
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
-from incidentkit.frames import utc_timestamp
 from incidentkit.manifest import Window
+from incidentkit.times import utc_timestamp
 from incidentkit.triage.orphan_findings import orphan_findings
 from incidentkit.triage.orphans import OrphanReport, classify_orphans
 

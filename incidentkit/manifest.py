@@ -20,8 +20,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from incidentkit.errors import ManifestError, ParameterError
-from incidentkit.frames import utc_timestamp
 from incidentkit.redact import has_query_secret, redact_url
+from incidentkit.times import utc_timestamp
 
 MANIFEST_NAME = "evidence.toml"
 SECTIONS = ("ledger", "events", "journal", "spans", "diagnostics", "threads")

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from incidentkit import frames
+from incidentkit import frames, times
 from incidentkit.errors import ParameterError, SchemaError
 
 
@@ -59,11 +59,11 @@ def test_conform_refuses_naive_timestamps() -> None:
 
 
 def test_to_utc_converts_offsets_and_refuses_naive_text() -> None:
-    out = frames.to_utc(pd.Series(["2026-11-29T04:10:00+01:00"]), what="t")
+    out = times.to_utc(pd.Series(["2026-11-29T04:10:00+01:00"]), what="t")
     assert out.iloc[0] == pd.Timestamp("2026-11-29T03:10:00Z")
     with pytest.raises(ParameterError, match="without a UTC offset: '2026-11-29 03:10:00'"):
-        frames.to_utc(pd.Series(["2026-11-29 03:10:00"]), what="t")
-    naive_ok = frames.to_utc(pd.Series(["2026-11-29 03:10:00"]), what="t", naive="utc")
+        times.to_utc(pd.Series(["2026-11-29 03:10:00"]), what="t")
+    naive_ok = times.to_utc(pd.Series(["2026-11-29 03:10:00"]), what="t", naive="utc")
     assert naive_ok.iloc[0] == pd.Timestamp("2026-11-29T03:10:00Z")
 
 
@@ -72,34 +72,34 @@ def test_to_utc_names_the_offending_value() -> None:
     with pytest.raises(
         ParameterError, match=r"^t holds a value that is not an ISO 8601 timestamp: '29/11/2026"
     ):
-        frames.to_utc(values, what="t")
+        times.to_utc(values, what="t")
     with pytest.raises(ParameterError, match=r"not a number of ms: 'soon'\. give epoch"):
-        frames.to_utc(pd.Series([1_750_000_000_123, "soon"]), what="t", unit="ms")
+        times.to_utc(pd.Series([1_750_000_000_123, "soon"]), what="t", unit="ms")
     naive = pd.Series([pd.NaT, pd.Timestamp("2026-11-29 03:10")])
     with pytest.raises(ParameterError, match=r"without a UTC offset: '2026-11-29 03:10:00'"):
-        frames.to_utc(naive, what="t")
+        times.to_utc(naive, what="t")
 
 
 def test_to_utc_and_the_row_tolerant_parser_agree() -> None:
     values = pd.Series(["2026-11-29T03:10:00Z", "2026-11-29T04:10:00.5+0100", None])
-    times, reasons = frames.parse_utc(values)
+    parsed, reasons = times.parse_utc(values)
     assert reasons.isna().all()
-    pd.testing.assert_series_equal(frames.to_utc(values, what="t"), times)
-    assert times.tolist()[:2] == [
+    pd.testing.assert_series_equal(times.to_utc(values, what="t"), parsed)
+    assert parsed.tolist()[:2] == [
         pd.Timestamp("2026-11-29T03:10:00Z"),
         pd.Timestamp("2026-11-29T03:10:00.5Z"),
     ]
 
 
 def test_to_utc_reads_epoch_units() -> None:
-    ms = frames.to_utc(pd.Series([1_750_000_000_123]), what="t", unit="ms")
+    ms = times.to_utc(pd.Series([1_750_000_000_123]), what="t", unit="ms")
     assert ms.iloc[0] == pd.Timestamp("2025-06-15T15:06:40.123Z")
 
 
 def test_utc_timestamp_refuses_naive_parameter() -> None:
     with pytest.raises(ParameterError, match="naive datetime"):
-        frames.utc_timestamp("2026-11-29T03:10:00", what="as_of")
-    assert frames.utc_timestamp("2026-11-29T03:10:00Z", what="as_of").tzname() == "UTC"
+        times.utc_timestamp("2026-11-29T03:10:00", what="as_of")
+    assert times.utc_timestamp("2026-11-29T03:10:00Z", what="as_of").tzname() == "UTC"
 
 
 def test_rejects_frame_truncates_raw() -> None:

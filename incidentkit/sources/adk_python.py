@@ -17,7 +17,7 @@ from incidentkit.errors import SchemaError
 from incidentkit.manifest import Filters
 from incidentkit.sources import sql
 from incidentkit.sources.adk_events import PYTHON_DB_V1, PYTHON_SQLITE, Batch, Origin
-from incidentkit.sources.base import parse_times
+from incidentkit.times import parse_utc
 
 EVENTS_TABLE = "events"
 METADATA_TABLE = "adk_internal_metadata"
@@ -61,9 +61,9 @@ def read(conn: Connection, filters: Filters, *, what: str) -> Batch:
     frame = sql.read_frame(conn, query, params, what=what)
     frame = frame.reindex(columns=["event_id", *COLUMNS[1:5], "ts", "event_data"])
     times, why = (
-        parse_times(frame["ts"], unit="s")
+        parse_utc(frame["ts"], unit="s")
         if storage == "epoch_s"
-        else parse_times(frame["ts"], naive="utc")
+        else parse_utc(frame["ts"], naive="utc")
     )
     where = EVENTS_TABLE + ":" + frame["session_id"].astype(str) + "/"
     meta = frame[["event_id", "app_name", "user_id", "session_id", "invocation_id"]].assign(

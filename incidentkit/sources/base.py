@@ -14,8 +14,7 @@ import numpy as np
 import pandas as pd
 
 from incidentkit.errors import SourceError
-from incidentkit.frames import Naive as Naive
-from incidentkit.frames import parse_utc, rejects_frame
+from incidentkit.frames import rejects_frame
 
 
 @dataclass(frozen=True)
@@ -194,17 +193,6 @@ def read_json_document(path: Path, *, what: str) -> Any:
             value=str(path),
             fix="export the file again; a JSON document cannot be read in part",
         ) from err
-
-
-def parse_times(
-    values: pd.Series, *, naive: Naive = "error", unit: str | None = None
-) -> tuple[pd.Series, pd.Series]:
-    """Parse a column to UTC timestamps, row by row tolerant: ``(times, reasons)``.
-
-    The kit's one time parser, :func:`incidentkit.frames.parse_utc`: ``reasons`` is null where
-    the value parsed (or was null) and says why it did not otherwise. Numbers need ``unit``.
-    """
-    return parse_utc(values, naive=naive, unit=unit)
 
 
 def parse_json_values(values: pd.Series) -> tuple[pd.Series, pd.Series]:

@@ -23,12 +23,11 @@ from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources.adk_events import MS_THRESHOLD
 from incidentkit.sources.base import (
     Loaded,
-    Naive,
     RejectSink,
     iter_lines,
-    parse_times,
     read_json_lines,
 )
+from incidentkit.times import Naive, parse_utc
 
 KINDS = (
     "run.start",
@@ -222,7 +221,7 @@ def _fields(rows: pd.DataFrame, sink: RejectSink, *, naive: Naive) -> pd.DataFra
         reasons[bad] = f"bad {key} number: " + text[bad]
         out[col] = number.astype("Int64")
     ts_text = rows["ts"].astype("str").str.replace(",", ".", regex=False)
-    out["ts"], ts_reasons = parse_times(ts_text, naive=naive)
+    out["ts"], ts_reasons = parse_utc(ts_text, naive=naive)
     ts_reasons[rows["ts"].isna()] = "log line without a timestamp"
     naive_rows = ts_reasons.eq("timestamp without a UTC offset")
     ts_reasons[naive_rows] = (

@@ -33,9 +33,9 @@ from incidentkit.sources.base import (
     canonical_json,
     open_text,
     parse_json_values,
-    parse_times,
     read_json_lines,
 )
+from incidentkit.times import parse_utc
 
 _FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 
@@ -76,7 +76,7 @@ def load_table(
     else:
         raw, where = _read_files(layout, spec, names, sink)
         prefix, exact = "", False
-    # Missing is None (parse_times fails on an all-NaN column); empty text is missing.
+    # Missing is None (an all-NaN column parses as nothing); empty text is missing.
     raw = raw.astype(object).where(raw.notna() & raw.ne(""), None).reset_index(drop=True)
     where = prefix + where.astype(str).reset_index(drop=True)
     frame, reasons = _normalise(layout, raw, naive=spec.naive_timestamps)
@@ -269,7 +269,7 @@ def _normalise(layout: Layout, raw: pd.DataFrame, *, naive: Any) -> tuple[pd.Dat
         values = raw[col]
         if col in (*layout.times, *layout.json):
             if col in layout.times:
-                out[col], why = parse_times(values, naive=naive)
+                out[col], why = parse_utc(values, naive=naive)
             else:
                 out[col], why = parse_json_values(values)
             reasons = _note(reasons, why.notna(), f"{col}: ", why)

@@ -29,8 +29,8 @@ from incidentkit.frames import (
     RunStatus,
     require_columns,
     spec_of,
-    utc_timestamp,
 )
+from incidentkit.times import utc_timestamp
 from incidentkit.triage._frames import as_columns
 from incidentkit.triage.journal_verdicts import (
     JournalVerdict,

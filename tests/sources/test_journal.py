@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 
 from incidentkit.errors import ManifestError, SchemaError
-from incidentkit.frames import conform, to_utc
+from incidentkit.frames import conform
 from incidentkit.manifest import Filters, SourceSpec, Window, parse_manifest
 from incidentkit.sources import journal
+from incidentkit.times import to_utc
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "journal"
 

@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 
 from incidentkit.errors import ManifestError, SchemaError, SourceError
-from incidentkit.frames import conform, empty, spec_of, to_utc
+from incidentkit.frames import conform, empty, spec_of
 from incidentkit.manifest import Filters, SourceSpec, Window, parse_manifest
 from incidentkit.sources import ledger
 from incidentkit.sources.base import Loaded
+from incidentkit.times import to_utc
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "ledger"
 RUN = "00000000-0000-4000-8000-00000000000{}".format

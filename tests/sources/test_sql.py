@@ -21,10 +21,11 @@ from sqlalchemy.dialects import mysql
 
 from incidentkit import store
 from incidentkit.errors import ManifestError, SchemaError, SourceError
-from incidentkit.frames import TS, conform, spec_of, to_utc
+from incidentkit.frames import TS, conform, spec_of
 from incidentkit.manifest import Filters, SourceSpec, Window
 from incidentkit.sources import journal, ledger, sql
 from incidentkit.sources.base import Loaded
+from incidentkit.times import to_utc
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 WINDOW = Window.parse("2026-11-29T03:00:00Z", "2026-11-29T04:00:00Z")
