@@ -220,7 +220,11 @@ def where(
         (filters.session_ids, on.session_id, "sid"),
         (filters.invocation_ids, on.invocation_id, "inv"),
     ):
-        if values and column:
+        if values and column and conn.dialect.name == "postgresql":
+            # One array parameter, however many ids: the statement stays short.
+            clauses.append(f"{prefix}{quote(conn, column)} = ANY(:{label})")
+            params[label] = list(values)
+        elif values and column:
             names = [f"{label}_{i}" for i in range(len(values))]
             clauses.append(
                 f"{prefix}{quote(conn, column)} IN ({', '.join(':' + n for n in names)})"
