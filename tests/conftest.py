@@ -96,3 +96,18 @@ def mysql_url(mysql_admin_url: str) -> Iterator[str]:
 def sqlite_path(tmp_path: Path) -> Path:
     """A path for a new SQLite database file."""
     return tmp_path / "evidence.sqlite"
+
+
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgresql", marks=pytest.mark.postgres),
+        pytest.param("mysql", marks=pytest.mark.mysql),
+    ]
+)
+def db_url(request: pytest.FixtureRequest) -> str:
+    """An empty database of each kind the kit reads: SQLite, PostgreSQL, MySQL/MariaDB."""
+    if request.param == "sqlite":
+        return f"sqlite:///{request.getfixturevalue('sqlite_path')}"
+    url: str = request.getfixturevalue("pg_url" if request.param == "postgresql" else "mysql_url")
+    return url

@@ -117,23 +117,11 @@ POISON = {  # NULL event_data, far outside the fixtures: read, it would be a rej
 }
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param("postgresql", marks=pytest.mark.postgres),
-        pytest.param("mariadb", marks=pytest.mark.mysql),
-    ]
-)
-def v1_url(request: pytest.FixtureRequest, sqlite_path: Path) -> str:
+@pytest.fixture
+def v1_url(db_url: str) -> str:
     """A schema-v1 store of each database kind with the fixture events and a poisoned row."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{sqlite_path}"
-    elif request.param == "postgresql":
-        url = str(request.getfixturevalue("pg_url"))
-    else:
-        url = str(request.getfixturevalue("mysql_url"))
-    write_v1(url, [*map(event_row, python_lines()), POISON])
-    return url
+    write_v1(db_url, [*map(event_row, python_lines()), POISON])
+    return db_url
 
 
 def test_a_v1_store_gives_the_same_frames_on_every_database(

@@ -68,23 +68,11 @@ def from_lines(filters: Filters | None = None) -> Loaded:
     )
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param("postgresql", marks=pytest.mark.postgres),
-        pytest.param("mariadb", marks=pytest.mark.mysql),
-    ]
-)
-def java_url(request: pytest.FixtureRequest, sqlite_path: Path) -> str:
+@pytest.fixture
+def java_url(db_url: str) -> str:
     """A database of each kind holding the Java fixture events and one poisoned row."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{sqlite_path}"
-    elif request.param == "postgresql":
-        url = str(request.getfixturevalue("pg_url"))
-    else:
-        url = str(request.getfixturevalue("mysql_url"))
-    write_java(url, extra=(POISON,))
-    return url
+    write_java(db_url, extra=(POISON,))
+    return db_url
 
 
 def test_a_java_table_loads_exactly_like_the_json_lines(java_url: str) -> None:

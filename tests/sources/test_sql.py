@@ -83,21 +83,6 @@ def execute(url: str, *statements: str) -> None:
         engine.dispose()
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param("postgresql", marks=pytest.mark.postgres),
-        pytest.param("mysql", marks=pytest.mark.mysql),
-    ]
-)
-def db_url(request: pytest.FixtureRequest) -> str:
-    """An empty database of each kind."""
-    if request.param == "sqlite":
-        return f"sqlite:///{request.getfixturevalue('sqlite_path')}"
-    url: str = request.getfixturevalue("pg_url" if request.param == "postgresql" else "mysql_url")
-    return url
-
-
 def db_spec(section: str, url: str, **options: Any) -> SourceSpec:
     # SQLite and MySQL DATETIME columns hold no zone: the manifest must vouch for UTC.
     naive = "error" if url.startswith("postgresql") else "utc"
