@@ -66,9 +66,15 @@ def simulate(
             "unknown events format", value=events_format, fix=f"use {' or '.join(EVENTS_FORMATS)}"
         )
     if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
-        raise SimulationError("scale must be a whole number of at least 1", value=scale)
+        raise SimulationError(
+            "scale must be a whole number of at least 1",
+            value=scale,
+            fix="give --scale 1 for a fixture-sized pack, larger for benchmarks",
+        )
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise SimulationError("seed must be a whole number", value=seed)
+        raise SimulationError(
+            "seed must be a whole number", value=seed, fix="give --seed 0 (any integer)"
+        )
     return write_pack(
         spec, Path(out), seed=seed, scale=scale, events_format=events_format, into=into
     )
