@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 import incidentkit
+from incidentkit import frames
 from incidentkit.frames import conform
 from incidentkit.triage.orphan_classes import answered, classify, locate, read_log, unanswered
 from incidentkit.triage.orphans import OrphanReport, classify_orphans
@@ -134,14 +135,6 @@ def build(n_runs: int, seed: int) -> dict[str, pd.DataFrame]:
             "seq": seq,
             "ts": ts,
             "author": authors,
-            "branch": None,
-            "partial": False,
-            "turn_complete": False,
-            "interrupted": False,
-            "error_code": None,
-            "error_message": None,
-            "transfer_to_agent": None,
-            "escalate": False,
             "long_running_tool_ids": lr_ids,
             "final_response": (kinds == "final") | lr,
             "text": pd.Series("done", index=range(total)).where(kinds == "final"),
@@ -230,7 +223,7 @@ def build(n_runs: int, seed: int) -> dict[str, pd.DataFrame]:
     )
     return {
         "runs": conform("runs", runs),
-        "events": conform("events", events),
+        "events": frames.build("events", events),
         "calls": conform("calls", calls),
         "responses": conform("responses", responses),
         "journal": conform("journal", journal),

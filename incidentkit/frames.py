@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -272,6 +273,54 @@ def empty(name: str) -> pd.DataFrame:
     """An empty frame with every column of ``name`` and its dtype."""
     spec = spec_of(name)
     return pd.DataFrame({col: pd.Series([], dtype=dtype) for col, dtype in spec.columns})
+
+
+TUPLE_COLUMNS = frozenset({("events", "long_running_tool_ids"), ("threads", "frames")})
+"""Object columns whose values are tuples by contract (empty tuple when there are none)."""
+
+
+def build(
+    name: str, data: pd.DataFrame | Mapping[str, Any] | Iterable[Mapping[str, Any]]
+) -> pd.DataFrame:
+    """A conformed ``name`` frame from partial data: a frame, records, or a column mapping.
+
+    Columns not given take their neutral value: missing text, ``False``, ``0``, ``NaT``, an
+    empty tuple for tuple columns, ``None`` for other payloads. For frames built by hand (tests,
+    benchmarks, evidence from a source the kit does not read).
+    """
+    if isinstance(data, pd.DataFrame):
+        given = data.copy()
+    elif isinstance(data, Mapping):
+        given = pd.DataFrame(data)
+    else:
+        given = pd.DataFrame(list(data))
+    if given.empty and not len(given.columns):
+        return empty(name)
+    spec = spec_of(name)
+    unknown = sorted(set(map(str, given.columns)) - set(spec.names))
+    if unknown:
+        raise ParameterError(
+            f"columns not in the {name} frame", value=unknown, fix=f"use {spec.names}"
+        )
+    n = len(given)
+    for col, dtype in spec.columns:
+        if col not in given.columns:
+            given[col] = _neutral(name, col, dtype, n)
+        elif (name, col) in TUPLE_COLUMNS:  # a record that left it out means "none"
+            given[col] = [() if _missing(v) else v for v in given[col].astype(object)]
+    return conform(name, given)
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def _neutral(frame: str, column: str, dtype: str, n: int) -> Any:
+    if (frame, column) in TUPLE_COLUMNS:
+        return pd.Series([()] * n, dtype=object)
+    if dtype == TS:
+        return pd.Series(pd.NaT, index=range(n), dtype=TS)
+    return {BOOL: False, INT: 0}.get(dtype)
 
 
 def require_columns(frame: pd.DataFrame, columns: Iterable[str], *, what: str) -> None:

@@ -9,25 +9,14 @@ import pytest
 
 from incidentkit.cli import main
 from incidentkit.coverage import Coverage, FrameCoverage, JoinGap, join_gaps, render_text
-from incidentkit.frames import conform
+from incidentkit.frames import build
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 TS = pd.Timestamp("2026-11-29T03:00:00Z")
 
 
 def frame(name: str, **columns: list[object]) -> pd.DataFrame:
-    from incidentkit.frames import spec_of
-
-    n = len(next(iter(columns.values())))
-    data = {col: columns.get(col, [None] * n) for col in spec_of(name).names}
-    for col, dtype in spec_of(name).columns:
-        if dtype.startswith("datetime") and col not in columns:
-            data[col] = [TS] * n
-        if dtype in ("bool",) and col not in columns:
-            data[col] = [False] * n
-        if dtype in ("int64",) and col not in columns:
-            data[col] = [0] * n
-    return conform(name, pd.DataFrame(data))
+    return build(name, columns)
 
 
 def gaps_by_name(gaps: list[JoinGap]) -> dict[str, JoinGap]:

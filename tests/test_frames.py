@@ -120,3 +120,26 @@ def test_conform_keeps_row_order_of_a_sorted_or_filtered_frame() -> None:
     )
     assert frames.conform("rejects", raw.iloc[::-1])["source"].tolist() == ["c", "b", "a"]
     assert frames.conform("rejects", raw.iloc[[2]])["location"].tolist() == ["3"]
+
+
+def test_build_fills_what_was_left_out_with_neutral_values() -> None:
+    events = frames.build(
+        "events",
+        [{"event_id": "a", "long_running_tool_ids": ("c1",)}, {"event_id": "b", "partial": True}],
+    )
+    assert list(events.columns) == frames.FRAMES["events"].names
+    assert events["long_running_tool_ids"].tolist() == [("c1",), ()]
+    assert events["partial"].tolist() == [False, True]
+    assert events["seq"].tolist() == [0, 0] and events["ts"].isna().all()
+    assert events["author"].isna().all()
+    threads = frames.build("threads", {"thread": ["t1"]})
+    assert threads["frames"].tolist() == [()]
+    assert frames.build("calls", []).equals(frames.empty("calls"))
+    given = pd.DataFrame({"thread": ["t1"]})
+    pd.testing.assert_frame_equal(frames.build("threads", given), threads)
+    assert list(given.columns) == ["thread"]  # the input is not modified
+
+
+def test_build_refuses_columns_the_frame_does_not_have() -> None:
+    with pytest.raises(ParameterError, match=r"columns not in the runs frame: \['colour'\]"):
+        frames.build("runs", [{"run_id": "r", "colour": "red"}])

@@ -13,7 +13,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from incidentkit.errors import ParameterError
-from incidentkit.frames import conform, empty, spec_of
+from incidentkit.frames import build, empty
 from incidentkit.plots import plot_orphan_classes, plot_run_timeline
 from incidentkit.triage.orphans import classify_orphans
 
@@ -22,12 +22,6 @@ T0 = pd.Timestamp("2026-11-29T03:00:00Z")
 
 def at(seconds: float) -> pd.Timestamp:
     return T0 + pd.Timedelta(seconds=seconds)
-
-
-def frame(name: str, rows: list[dict[str, Any]]) -> pd.DataFrame:
-    if not rows:
-        return empty(name)
-    return conform(name, pd.DataFrame(rows, columns=spec_of(name).names))
 
 
 def event(session: str, inv: str, seq: int, author: str, **f: Any) -> dict[str, Any]:
@@ -90,8 +84,8 @@ def test_orphan_classes_bars_equal_the_counts(tmp_path: Path) -> None:
     runs = [ledger(f"r{n}", s, f"i{n}") for n, s in enumerate(sessions)]
     runs.append(ledger("r9", "gone", "i9"))
     report = classify_orphans(
-        frame("runs", runs),
-        frame("events", events),
+        build("runs", runs),
+        build("events", events),
         empty("calls"),
         empty("responses"),
         empty("journal"),
@@ -180,12 +174,12 @@ def timeline_frames() -> dict[str, pd.DataFrame]:
         },
     ]
     return {
-        "runs": frame("runs", [ledger("r1", "s1", "i1")]),
-        "events": frame("events", [user, call, response, call2, other]),
-        "calls": frame("calls", [part(call, "c1"), part(call2, "c2")]),
-        "responses": frame("responses", [part(response, "c1")]),
-        "journal": frame("journal", journal),
-        "spans": frame("spans", spans),
+        "runs": build("runs", [ledger("r1", "s1", "i1")]),
+        "events": build("events", [user, call, response, call2, other]),
+        "calls": build("calls", [part(call, "c1"), part(call2, "c2")]),
+        "responses": build("responses", [part(response, "c1")]),
+        "journal": build("journal", journal),
+        "spans": build("spans", spans),
     }
 
 

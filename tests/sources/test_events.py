@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from incidentkit.errors import SchemaError, SourceError
-from incidentkit.frames import conform, empty
+from incidentkit.frames import build, conform, empty
 from incidentkit.manifest import Filters, SourceSpec, Window
 from incidentkit.sources import adk_events, events
 from incidentkit.sources.base import Loaded
@@ -38,20 +38,7 @@ def at_ms(offset_ms: int) -> pd.Timestamp:
 
 
 def expected_events(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    defaults: dict[str, Any] = {
-        "branch": None,
-        "partial": False,
-        "turn_complete": False,
-        "interrupted": False,
-        "error_code": None,
-        "error_message": None,
-        "transfer_to_agent": None,
-        "escalate": False,
-        "long_running_tool_ids": (),
-        "text": None,
-        "source_format": "adk-java-json",
-    }
-    return conform("events", pd.DataFrame([{**defaults, **row} for row in rows]))
+    return build("events", [{"source_format": "adk-java-json", **row} for row in rows])
 
 
 def java_event(

@@ -7,18 +7,12 @@ from typing import Any
 import pandas as pd
 
 from incidentkit.findings import Findings, Severity, Verdict
-from incidentkit.frames import conform, empty, rejects_frame, spec_of
+from incidentkit.frames import build, empty, rejects_frame
 from incidentkit.triage.orphan_findings import orphan_findings
 from incidentkit.triage.orphans import OrphanReport, classify_orphans
 
 T0 = pd.Timestamp("2026-11-29T03:00:00Z")
 AS_OF = T0 + pd.Timedelta(minutes=10)
-
-
-def frame(name: str, rows: list[dict[str, Any]]) -> pd.DataFrame:
-    if not rows:
-        return empty(name)
-    return conform(name, pd.DataFrame(rows, columns=spec_of(name).names))
 
 
 def event(session: str, inv: str, seq: int, author: str, *, final: bool = False) -> dict[str, Any]:
@@ -56,8 +50,8 @@ def ledger(run_id: str, session: str, inv: str | None, status: str, **f: Any) ->
 
 def report(runs: list[dict[str, Any]], events: list[dict[str, Any]]) -> OrphanReport:
     return classify_orphans(
-        frame("runs", runs),
-        frame("events", events),
+        build("runs", runs),
+        build("events", events),
         empty("calls"),
         empty("responses"),
         empty("journal"),

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from incidentkit.errors import ParameterError, SchemaError
-from incidentkit.frames import conform, empty, spec_of
+from incidentkit.frames import build, empty
 from incidentkit.triage.orphans import (
     CALL_COLUMNS,
     RUN_COLUMNS,
@@ -70,17 +70,7 @@ class Log:
             "seq": seq,
             "ts": at(t),
             "author": author,
-            "branch": None,
-            "partial": False,
-            "turn_complete": False,
-            "interrupted": False,
-            "error_code": None,
-            "error_message": None,
-            "transfer_to_agent": None,
-            "escalate": False,
             "long_running_tool_ids": (),
-            "final_response": False,
-            "text": None,
             "source_format": "java-json",
             **f,
         }
@@ -141,21 +131,15 @@ class Log:
 
     def frames(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         return (
-            frame("events", self.events),
-            frame("calls", self.calls),
-            frame("responses", self.responses),
+            build("events", self.events),
+            build("calls", self.calls),
+            build("responses", self.responses),
         )
-
-
-def frame(name: str, rows: list[dict[str, Any]]) -> pd.DataFrame:
-    if not rows:
-        return empty(name)
-    return conform(name, pd.DataFrame(rows, columns=spec_of(name).names))
 
 
 def journal(*rows: tuple[str, str | None, str | None, str]) -> pd.DataFrame:
     """Journal rows from (key, invocation_id, function_call_id, status)."""
-    return frame(
+    return build(
         "journal",
         [
             {
@@ -177,7 +161,7 @@ def classify(
 ) -> OrphanReport:
     events, calls, responses = log.frames()
     return classify_orphans(
-        frame("runs", runs),
+        build("runs", runs),
         events,
         calls,
         responses,
@@ -297,7 +281,7 @@ def test_user_event_before_started_at_is_ignored() -> None:
 
 def test_run_invocations_reports_the_source_of_each_invocation_id() -> None:
     log = Log().user("s1", "i-1", 5).user("s2", "i-2", 5)
-    runs = frame("runs", [run("r1", "s1"), run("r2", "s2", invocation_id="i-x"), run("r3", "s3")])
+    runs = build("runs", [run("r1", "s1"), run("r2", "s2", invocation_id="i-x"), run("r3", "s3")])
     got = run_invocations(runs, log.frames()[0])
     expected = pd.DataFrame(
         {
@@ -732,7 +716,7 @@ def test_inputs_are_not_modified() -> None:
         Log().user("s1", None, 1).call("s1", None, 2, "billing_agent", "c1", "sendInvoice", INVOICE)
     )
     events, calls, responses = log.frames()
-    runs = frame("runs", [run("r1", "s1")])
+    runs = build("runs", [run("r1", "s1")])
     copies = [f.copy(deep=True) for f in (runs, events, calls, responses)]
     classify_orphans(
         runs,
@@ -811,7 +795,7 @@ def test_bad_terminal_agent_and_missing_columns_are_refused() -> None:
     events, calls, responses = Log().frames()
     with pytest.raises(SchemaError, match="the journal frame lacks required columns"):
         classify_orphans(
-            frame("runs", []),
+            build("runs", []),
             events,
             calls,
             responses,
