@@ -76,11 +76,18 @@ def orphans(
 
 
 def log_context(evidence: Evidence, runs: pd.DataFrame, as_of: pd.Timestamp) -> Evidence:
-    """The evidence re-read over ``[earliest run start, as_of]`` (the app filter kept)."""
+    """The evidence over ``[earliest run start, as_of]`` (the app filter kept).
+
+    The evidence itself when its window already is that span (no second read), else the same
+    sources re-read with that window.
+    """
     starts = runs["started_at"].dropna()
     if starts.empty or starts.min() >= as_of:
         return evidence
     window = Window(starts.min(), as_of + pd.Timedelta(microseconds=1))
+    current = evidence.filters.window
+    if current is not None and current.start <= window.start and current.end <= window.end:
+        return evidence  # already covers every run's start and holds nothing after as_of
     return evidence.narrowed(replace(evidence.filters, window=window))
 
 

@@ -69,3 +69,14 @@ def test_a_narrow_window_still_sees_the_whole_log_of_each_run(tmp_path: Path) ->
     classes = sweep.orphans.set_index("run_id")["orphan_class"]
     for run in truth["orphans"]:
         assert classes[run["run_id"]] == run["orphan_class"], run["name"]
+
+
+def test_the_log_is_read_once_when_the_window_already_covers_every_run() -> None:
+    incident = ik.open_evidence(CRASH, app_name="invoicing")
+    assert incident.filters.window is not None
+    at = incident.filters.window.end
+    assert flows.log_context(incident, incident.runs, at) is incident
+    earlier = at - pd.Timedelta(minutes=5)  # a sweep before the window ends must not see later
+    narrowed = flows.log_context(incident, incident.runs, earlier)
+    assert narrowed is not incident
+    assert narrowed.events["ts"].max() <= earlier
