@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from typing import Final
 
+from incidentkit.redact import scrub_text
+
 _NO_VALUE: Final = object()
 
 
 class IncidentkitError(Exception):
-    """Base class: ``problem: value. fix`` in one message."""
+    """Base class: ``problem: value. fix`` in one message, with every known secret masked."""
 
     def __init__(self, problem: str, *, value: object = _NO_VALUE, fix: str = "") -> None:
         self.problem = problem
@@ -30,7 +32,7 @@ class IncidentkitError(Exception):
         message = problem if value is _NO_VALUE else f"{problem}: {value!r}"
         if fix:
             message = f"{message}. {fix}"
-        super().__init__(message)
+        super().__init__(scrub_text(message))  # no remembered secret survives in a message
 
 
 class ManifestError(IncidentkitError):

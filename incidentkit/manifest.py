@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from incidentkit.errors import ManifestError, ParameterError
-from incidentkit.redact import has_query_secret, redact_url
+from incidentkit.redact import has_query_secret, redact_url, remember_url
 from incidentkit.times import utc_timestamp
 
 MANIFEST_NAME = "evidence.toml"
@@ -79,10 +79,12 @@ class SourceSpec:
     table: str | None = None
     columns: Mapping[str, str] = field(default_factory=dict)
     naive_timestamps: str = "error"
+    sqlite_path: Path | None = None
+    """A SQLite file given as ``path`` (opened by path, never through a URL)."""
 
     @property
     def is_database(self) -> bool:
-        return self.url_ref is not None
+        return self.url_ref is not None or self.sqlite_path is not None
 
     def url(self, environ: Mapping[str, str] | None = None) -> str:
         """The database URL, with ``env:NAME`` resolved from ``environ`` (default os.environ)."""
@@ -94,9 +96,10 @@ class SourceSpec:
 
     def location(self) -> str:
         """Where the source is, safe to print (never a resolved URL)."""
+        table = f" table {self.table}" if self.table else ""
         if self.url_ref is not None:
-            return f"{_redact(self.url_ref)}" + (f" table {self.table}" if self.table else "")
-        return ", ".join(str(p) for p in self.paths)
+            return _redact(self.url_ref) + table
+        return ", ".join(str(p) for p in self.paths) + (table if self.sqlite_path else "")
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,9 @@ def resolve_url(ref: str, *, section: str, environ: Mapping[str, str] | None = N
             value=ref,
             fix=f"export {name}=<database URL> before loading this evidence",
         )
-    return env[name]
+    url = env[name]
+    remember_url(url)  # from now on every message of this process masks its password
+    return url
 
 
 def _redact(ref: str) -> str:
@@ -130,7 +135,7 @@ def _redact(ref: str) -> str:
         return ref
     try:
         make_url(ref)
-    except ArgumentError:
+    except (ArgumentError, ValueError):
         return "<unparsable url>"  # not a URL: no telling where a secret would sit
     return redact_url(ref)
 
@@ -248,6 +253,7 @@ def _parse_section(name: str, raw: Any, base: Path) -> SourceSpec:
             fix='say naive_timestamps = "utc" when the source stores UTC without an offset',
         )
     url_ref: str | None = None
+    sqlite_path: Path | None = None
     paths: tuple[Path, ...] = ()
     if "url" in raw:
         url_ref = _check_url(name, raw["url"])
@@ -263,10 +269,11 @@ def _parse_section(name: str, raw: Any, base: Path) -> SourceSpec:
             )
         paths = tuple((base / p).resolve() for p in listed)
         if len(paths) == 1 and paths[0].suffix in DATABASE_SUFFIXES:
-            url_ref = f"sqlite:///{paths[0]}"
+            sqlite_path = paths[0]
     return SourceSpec(
         section=name,
         url_ref=url_ref,
+        sqlite_path=sqlite_path,
         paths=paths,
         format=fmt,
         table=raw.get("table"),
@@ -288,7 +295,7 @@ def _check_url(section: str, url: Any) -> str:
         return url
     try:
         parsed = make_url(url)
-    except ArgumentError as err:
+    except (ArgumentError, ValueError) as err:
         raise ManifestError(
             f"[{section}] url is not a database URL",
             value=_redact(url),

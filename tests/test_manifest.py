@@ -120,8 +120,8 @@ def test_url_without_password_is_allowed(tmp_path: Path) -> None:
 def test_sqlite_path_becomes_a_database(tmp_path: Path) -> None:
     manifest = load_manifest(write(tmp_path, '[events]\npath = "store/session.db"\n'))
     events = manifest.sources["events"]
-    assert events.is_database
-    assert events.url() == f"sqlite:///{(tmp_path / 'store' / 'session.db').resolve()}"
+    assert events.is_database and events.url_ref is None
+    assert events.sqlite_path == (tmp_path / "store" / "session.db").resolve()
 
 
 @pytest.mark.parametrize(

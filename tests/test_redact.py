@@ -1,8 +1,31 @@
 from __future__ import annotations
 
-import pytest
+import html
+import json
+from urllib.parse import quote
 
-from incidentkit.redact import has_query_secret, redact_url, scrub_text, url_secrets
+import pytest
+import sqlalchemy as sa
+
+from incidentkit.errors import SourceError
+from incidentkit.redact import (
+    has_query_secret,
+    redact_url,
+    remember_url,
+    scrub_text,
+    secret_forms,
+    url_secrets,
+)
+
+# Passwords with every character a URL or a renderer treats specially.
+HARD_PASSWORDS = [
+    "S3cr3t xyz&123",
+    "p@ss:w/rd#1",
+    "100%sure&ok",
+    "naïve-pässwörd",
+    "quote'n\"back\\slash",
+    "a+b=c;d?e",
+]
 
 
 @pytest.mark.parametrize(
@@ -29,12 +52,59 @@ def test_scrub_text_finds_urls_inside_messages() -> None:
     assert scrub_text(text) == "cannot connect: 'postgresql+psycopg://u:***@h:5432/db' (timeout)"
 
 
-def test_url_secrets_lists_the_url_and_each_password_form() -> None:
-    url = "postgresql://u:p%40ssw0rd@h/db?password=hunter22"
-    assert url_secrets(url) == [url, "p%40ssw0rd", "p@ssw0rd", "hunter22"]
-    assert url_secrets("sqlite:///x.db") == ["sqlite:///x.db"]
+def test_scrub_text_masks_dsn_keyword_and_query_forms_it_was_never_told() -> None:
+    text = "dsn: host=db password=hunter22 user=u; url ?sslpassword=k3y&x=1 password = 'a b'"
+    assert scrub_text(text) == (
+        "dsn: host=db password=*** user=u; url ?sslpassword=***&x=1 password = ***"
+    )
+
+
+@pytest.mark.parametrize("password", HARD_PASSWORDS)
+def test_every_rendering_of_a_remembered_password_is_masked(password: str) -> None:
+    url = sa.URL.create(
+        "postgresql+psycopg", username="fuzzer", password=password, host="127.0.0.1", port=1
+    ).render_as_string(hide_password=False)
+    remember_url(url)
+    renderings = [
+        password,
+        quote(password, safe=""),
+        quote(password, safe=" "),
+        sa.make_url(url).render_as_string(hide_password=False),
+        json.dumps(f"x {password} y"),
+        json.dumps(f"x {password} y", ensure_ascii=False),
+        html.escape(password),
+        repr(password),
+        f"host=h password={password}",
+    ]
+    for text in renderings:
+        assert password not in scrub_text(text), text
+        for form in secret_forms(password):
+            assert form not in scrub_text(text), (text, form)
+    # Errors mask them too, whatever their value holds.
+    err = SourceError("cannot connect", value=f"{url} ({password})", fix="check it")
+    assert password not in str(err) and quote(password, safe="") not in str(err)
+
+
+@pytest.mark.parametrize("password", HARD_PASSWORDS)
+def test_url_secrets_lists_the_raw_encoded_and_escaped_forms(password: str) -> None:
+    url = f"postgresql://u:{quote(password, safe='')}@h/db?sslpassword=k3y-pass"
+    found = url_secrets(url)
+    assert password in found and quote(password, safe="") in found and "k3y-pass" in found
+    assert html.escape(password) in found or html.escape(password) == password
+    assert json.dumps(password)[1:-1] in found
+    assert url not in found and "u" not in found
+
+
+def test_url_secrets_of_a_url_without_a_password_is_empty() -> None:
+    assert url_secrets("sqlite:///x.db") == []
+    assert url_secrets("postgresql://alice@db.internal/prod") == []
+
+
+def test_short_passwords_are_not_scanned_for() -> None:
+    assert secret_forms("abc") == set()
 
 
 def test_query_secret_detection() -> None:
     assert has_query_secret("postgresql://u@h/db?password=x")
+    assert has_query_secret("postgresql://u@h/db?sslmode=require&PWD=x")
     assert not has_query_secret("postgresql://u@h/db?sslmode=require")

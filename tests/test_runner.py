@@ -260,7 +260,8 @@ def test_secret_scan_finds_credentials_from_the_environment(tmp_path: Path) -> N
     manifest.write_text('[ledger]\nurl = "env:IK_SECRET_URL"\n')
     url = "postgresql://alice:hunter22@db.internal/prod?sslpassword=k3y-pass"
     secrets = check_sources(manifest, {"IK_SECRET_URL": url})
-    assert secrets == [url, "hunter22", "k3y-pass"]
+    assert {"hunter22", "k3y-pass"} <= set(secrets)
+    assert not any("db.internal" in secret for secret in secrets)  # a host is no secret
     clean, leaky = tmp_path / "clean.html", tmp_path / "leaky.html"
     clean.write_text("<p>nothing here</p>")
     leaky.write_text("<pre>password=hunter22</pre>")

@@ -37,8 +37,10 @@ def is_python_store(conn: Connection) -> bool:
 def read(conn: Connection, filters: Filters, *, what: str) -> Batch:
     """The filtered events of an ADK Python store, as a raw batch for the normaliser."""
     origin, storage = _detect(conn, what=what)
-    sql.require_table(conn, EVENTS_TABLE, COLUMNS, what=what)
-    clause, params = sql.where(
+    info = sql.require_table(conn, EVENTS_TABLE, COLUMNS, what=what)
+    table = info.clause
+    c = {name: sql.column(table, name) for name in COLUMNS}
+    conditions = sql.where(
         conn,
         filters,
         sql.Predicates(
@@ -48,17 +50,22 @@ def read(conn: Connection, filters: Filters, *, what: str) -> Batch:
             invocation_id="invocation_id",
             time_storage=storage,
         ),
+        info,
     )
-    q = {name: sql.quote(conn, name) for name in COLUMNS}
     # Equal times keep SqliteSessionService's own read order (rowid); else the id decides.
-    tie = "rowid" if origin is PYTHON_SQLITE else q["id"]
-    query = (
-        f"SELECT {q['id']} AS event_id, {q['app_name']}, {q['user_id']}, {q['session_id']}, "
-        f"{q['invocation_id']}, {q['timestamp']} AS ts, {q['event_data']} "
-        f"FROM {sql.quote(conn, EVENTS_TABLE)}{clause} "
-        f"ORDER BY {q['app_name']}, {q['user_id']}, {q['session_id']}, {q['timestamp']}, {tie}"
+    tie = sa.literal_column("rowid") if origin is PYTHON_SQLITE else c["id"]
+    statement = (
+        sa.select(
+            c["id"].label("event_id"),
+            *(c[name] for name in COLUMNS[1:5]),
+            c["timestamp"].label("ts"),
+            c["event_data"],
+        )
+        .select_from(table)
+        .where(*conditions)
+        .order_by(c["app_name"], c["user_id"], c["session_id"], c["timestamp"], tie)
     )
-    frame = sql.read_frame(conn, query, params, what=what)
+    frame = sql.read_frame(conn, statement, what=what)
     frame = frame.reindex(columns=["event_id", *COLUMNS[1:5], "ts", "event_data"])
     times, why = (
         parse_utc(frame["ts"], unit="s")
@@ -130,14 +137,12 @@ def _detect(conn: Connection, *, what: str) -> tuple[Origin, sql.TimeStorage]:
 
 
 def _schema_version(conn: Connection, *, what: str) -> str:
-    key = sql.quote(conn, "key")
-    row = conn.execute(
-        sa.text(
-            f"SELECT {sql.quote(conn, 'value')} FROM {sql.quote(conn, METADATA_TABLE)} "
-            f"WHERE {key} = :key"
-        ),
-        {"key": "schema_version"},
-    ).first()
+    info = sql.require_table(conn, METADATA_TABLE, ("key", "value"), what=what)
+    table = info.clause
+    statement = sa.select(sql.column(table, "value")).where(
+        sql.column(table, "key") == sa.bindparam("key", "schema_version")
+    )
+    row = conn.execute(statement).first()
     if row is None:
         raise SchemaError(
             f"{what}: {METADATA_TABLE} has no schema_version row",

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from incidentkit.errors import ManifestError, SchemaError, SourceError
@@ -85,7 +86,7 @@ def _read_database(spec: SourceSpec, filters: Filters, environ: Mapping[str, str
             value={"table": spec.table, "columns": dict(spec.columns)},
             fix="remove them: ADK Python's tables (events, adk_internal_metadata) are fixed",
         )
-    engine = sql.open_engine(spec.url(environ), what=WHAT)
+    engine = sql.open_source(spec, environ, what=WHAT)
     try:
         with sql.connect(engine, what=WHAT) as conn:
             if _is_python_store(conn, spec):
@@ -104,7 +105,7 @@ def _is_python_store(conn: Connection, spec: SourceSpec) -> bool:
         return True
     if spec.format is not None or spec.table or spec.columns:
         return False
-    if sql.inspect_table(conn, JAVA_TABLE, what=WHAT) is not None:
+    if sql.inspect_table(conn, JAVA_TABLE) is not None:
         return False
     if adk_python.is_python_store(conn):
         return True
@@ -128,8 +129,9 @@ def _read_java_table(conn: Connection, spec: SourceSpec, filters: Filters) -> Ba
         )
     names = {col: spec.columns.get(col, col) for col in JAVA_COLUMNS}
     info = sql.require_table(conn, table, list(names.values()), what=WHAT)
-    q = {col: sql.quote(conn, name) for col, name in names.items()}
-    clause, params = sql.where(
+    table_clause = info.clause
+    c = {col: sql.column(table_clause, name) for col, name in names.items()}
+    conditions = sql.where(
         conn,
         filters,
         sql.Predicates(
@@ -138,15 +140,16 @@ def _read_java_table(conn: Connection, spec: SourceSpec, filters: Filters) -> Ba
             session_id=names["session_id"],
             invocation_id=names["invocation_id"],
         ),
-        table=info,
+        info,
     )
     selected = ("event_id", "app_name", "user_id", "session_id", "event")
-    query = (
-        f"SELECT {', '.join(f'{q[col]} AS {sql.quote(conn, col)}' for col in selected)} "
-        f"FROM {sql.quote(conn, table)}{clause} ORDER BY {q['app_name']}, {q['user_id']}, "
-        f"{q['session_id']}, {q['ts']}, {q['event_id']}"
+    statement = (
+        sa.select(*(c[col].label(col) for col in selected))
+        .select_from(table_clause)
+        .where(*conditions)
+        .order_by(c["app_name"], c["user_id"], c["session_id"], c["ts"], c["event_id"])
     )
-    frame = sql.read_frame(conn, query, params, what=WHAT).reindex(columns=list(selected))
+    frame = sql.read_frame(conn, statement, what=WHAT).reindex(columns=list(selected))
     meta = frame[["event_id", "app_name", "user_id", "session_id"]].assign(
         location=table + ":" + frame["event_id"].astype(str)
     )

@@ -1,9 +1,22 @@
 """Read-only database access: engines, table checks, filtered bulk reads.
 
-Every connection the kit opens is read-only (PostgreSQL and MySQL read-only transactions,
-SQLite opened with ``mode=ro``). Filters are bound parameters; on PostgreSQL the rows travel
-through ``COPY (SELECT ...) TO STDOUT`` (measured about 8x faster than ``pandas.read_sql`` for
-JSON rows), elsewhere through ``pandas.read_sql``.
+Three promises hold here, whatever a manifest or a parameter holds:
+
+- **Read-only.** Every transaction the kit opens says so itself (``SET TRANSACTION READ ONLY``
+  on PostgreSQL, ``START TRANSACTION READ ONLY`` on MySQL/MariaDB), on top of the session
+  default (PostgreSQL ``default_transaction_read_only``, MySQL ``SET SESSION TRANSACTION READ
+  ONLY``); SQLite files are opened through a ``file:`` URI with ``mode=ro`` and
+  ``PRAGMA query_only``, and the transaction is rolled back, never committed.
+- **One statement, values bound.** Queries are SQLAlchemy Core statements: identifiers from the
+  manifest are checked against the table's real columns, then quoted by the dialect; every
+  value (filters, window bounds, id lists) is a bind parameter. On PostgreSQL the rows travel
+  through ``COPY (SELECT ...) TO STDOUT`` (measured about 8x faster than ``pandas.read_sql``);
+  COPY takes no server-side parameters, so psycopg merges the values client-side with the
+  quoting of ``psycopg.sql.Literal``. MySQL connections never allow several statements.
+- **Nothing beside the evidence.** A SQLite file is opened with ``immutable=1`` (no ``-wal``,
+  ``-shm`` or journal is created); one with a ``-wal`` or ``-journal`` beside it (a store being
+  written, or not checkpointed) is copied with its sidecars into a temporary folder first, so
+  its last writes are read and nothing next to it changes (:func:`open_sqlite`).
 
 Window bounds are bound the way the time column stores instants (:data:`TimeStorage`), so the
 database compares like with like, exactly to the microsecond: PostgreSQL ``timestamptz`` takes
@@ -16,18 +29,26 @@ and epoch columns (SqliteSessionService's ``REAL``) seconds.
 from __future__ import annotations
 
 import io
+import shutil
+import sqlite3
+import tempfile
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import quote as percent_encode
 
 import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.sql.elements import ColumnElement
 
 from incidentkit.errors import SchemaError, SourceError
-from incidentkit.manifest import Filters, Window
+from incidentkit.manifest import Filters, SourceSpec, Window
 from incidentkit.redact import redact_url, scrub_text
 
 NULL_MARK = "\\N"
@@ -37,62 +58,134 @@ TimeStorage = Literal["aware", "naive", "epoch_s"]
 """How a column keeps instants: a zoned type, UTC wall time without a zone, epoch seconds."""
 SQLITE_TIME_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
 """The text SQLAlchemy's SQLite ``DATETIME`` (and so ADK) writes; SQLite compares it as text."""
+SQLITE_SIDECARS = ("-wal", "-journal", "-shm")
+"""Files SQLite keeps beside a database; a ``-wal`` or ``-journal`` means unread writes."""
 _D = "[0-9]"
 _SQLITE_TIME_GLOB = f"{_D * 4}-{_D * 2}-{_D * 2} {_D * 2}:{_D * 2}:{_D * 2}.{_D * 6}"
+_COPY_NULL = "incidentkit_copy_null_mark"
+_MYSQL_MULTI_STATEMENTS = 1 << 16  # pymysql.constants.CLIENT.MULTI_STATEMENTS
 
 
 def open_engine(url: str, *, what: str) -> Engine:
     """A read-only engine for ``url``; ``what`` names the source in error messages."""
     try:
         parsed = make_url(url)
-    except ArgumentError as err:
+        parsed.port  # noqa: B018  (a non-integer port raises here, not at connect time)
+    except (ArgumentError, ValueError) as err:
         raise SourceError(
             f"{what}: not a database URL",
-            value="<hidden>",
-            fix="give a SQLAlchemy URL such as postgresql+psycopg://user@host/db",
+            value=redact_url(url),
+            fix="give a SQLAlchemy URL such as postgresql+psycopg://user@host:5432/db",
         ) from err
     backend = parsed.get_backend_name()
+    if backend == "postgres":  # what Heroku-style settings and many tools write
+        parsed = parsed.set(drivername="postgresql+psycopg")
+        backend = "postgresql"
     safe = redact_url(url)
     try:
         if backend == "sqlite":
             database = parsed.database or ""
-            if not database or database == ":memory:":
+            if not database or database == ":memory:" or database.startswith("file:"):
                 raise SourceError(
-                    f"{what}: an in-memory SQLite database holds no evidence",
+                    f"{what}: give SQLite evidence as a file path",
                     value=safe,
-                    fix="point at a SQLite file",
+                    fix='point at a SQLite file: path = "sessions.db" in the manifest, or '
+                    "sqlite:////absolute/path.db",
                 )
-            engine = sa.create_engine(
-                f"sqlite:///file:{database}?mode=ro&uri=true", poolclass=sa.pool.NullPool
-            )
-        elif backend == "postgresql":
+            return open_sqlite(Path(database), what=what)
+        if backend == "postgresql":
             if parsed.drivername == "postgresql":
                 parsed = parsed.set(drivername="postgresql+psycopg")
             options = " ".join([*_query_values(parsed, "options"), READ_ONLY_OPTIONS])
-            engine = sa.create_engine(
+            return sa.create_engine(
                 parsed.difference_update_query(["options"]),
                 connect_args={"options": options},
                 poolclass=sa.pool.NullPool,
             )
-        elif backend in ("mysql", "mariadb"):
+        if backend in ("mysql", "mariadb"):
             if parsed.drivername in ("mysql", "mariadb"):
                 parsed = parsed.set(drivername="mysql+pymysql")
-            engine = sa.create_engine(parsed, poolclass=sa.pool.NullPool)
+            engine = sa.create_engine(parsed, poolclass=sa.pool.NullPool, paramstyle="pyformat")
+            sa.event.listen(engine, "do_connect", _mysql_single_statements)
             # Two statements: MySQL/MariaDB cannot combine TRANSACTION with variables in one SET.
             sa.event.listen(engine, "connect", _mysql_read_only)
-        else:
-            raise SourceError(
-                f"{what}: database kind not supported",
-                value=backend,
-                fix="use PostgreSQL, MySQL/MariaDB or SQLite",
-            )
+            return engine
     except NoSuchModuleError as err:
         raise SourceError(
             f"{what}: no driver for this URL",
             value=safe,
             fix="use postgresql+psycopg://, mysql+pymysql:// or sqlite:///",
         ) from err
+    raise SourceError(
+        f"{what}: database kind not supported",
+        value=backend,
+        fix="use PostgreSQL, MySQL/MariaDB or SQLite",
+    )
+
+
+def open_source(spec: SourceSpec, environ: Mapping[str, str] | None, *, what: str) -> Engine:
+    """A read-only engine for a database section: its SQLite file, or its (``env:``) URL."""
+    if spec.sqlite_path is not None:
+        return open_sqlite(spec.sqlite_path, what=what)
+    return open_engine(spec.url(environ), what=what)
+
+
+def open_sqlite(path: Path, *, what: str) -> Engine:
+    """A read-only engine on the SQLite file ``path`` that writes nothing beside it.
+
+    The file is opened through a ``file:`` URI with every path character percent-encoded (a
+    ``#``, ``?`` or ``%`` in a folder name stays part of the path) and ``mode=ro``. A file with
+    no ``-wal`` or ``-journal`` beside it is opened ``immutable=1``: SQLite then takes no lock
+    and creates no ``-shm``. One with such a sidecar holds writes the main file lacks, which
+    ``immutable`` would ignore, and opening it normally would create or touch its ``-shm``: it
+    is copied with its sidecars into a temporary folder, removed when the engine is disposed.
+    """
+    path = path.expanduser().absolute()
+    if not path.is_file():
+        raise SourceError(
+            f"{what}: SQLite file not found",
+            value=str(path),
+            fix="check the path in the manifest (relative paths start at the manifest's folder)",
+        )
+    pending = [s for s in SQLITE_SIDECARS[:2] if _sidecar(path, s).exists()]
+    copy_dir: Path | None = None
+    if pending:
+        copy_dir = Path(tempfile.mkdtemp(prefix="incidentkit-sqlite-"))
+        target = copy_dir / "evidence.db"
+        try:
+            shutil.copyfile(path, target)
+            for suffix in pending:
+                shutil.copyfile(_sidecar(path, suffix), _sidecar(target, suffix))
+        except OSError as err:
+            shutil.rmtree(copy_dir, ignore_errors=True)
+            raise SourceError(
+                f"{what}: cannot copy the SQLite store to a temporary folder",
+                value=str(path),
+                fix=f"free space in {tempfile.gettempdir()} (or set TMPDIR), or checkpoint the "
+                "store so it has no -wal file",
+            ) from err
+        uri = f"file:{percent_encode(str(target))}?mode=ro"
+    else:
+        uri = f"file:{percent_encode(str(path))}?mode=ro&immutable=1"
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        conn.execute("PRAGMA query_only = ON")
+        return conn
+
+    # Named binds: SQLAlchemy's qmark rendering rewrites a "%(name)s" inside a quoted
+    # identifier into a placeholder (seen with SQLAlchemy 2.1); sqlite3 parses :name itself.
+    engine = sa.create_engine(
+        "sqlite://", creator=connect, poolclass=sa.pool.NullPool, paramstyle="named"
+    )
+    if copy_dir is not None:
+        cleanup = weakref.finalize(engine, shutil.rmtree, copy_dir, ignore_errors=True)
+        sa.event.listen(engine, "engine_disposed", lambda _engine: cleanup())
     return engine
+
+
+def _sidecar(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix)
 
 
 def _query_values(url: sa.URL, key: str) -> list[str]:
@@ -103,15 +196,31 @@ def _query_values(url: sa.URL, key: str) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
+def _mysql_single_statements(
+    _dialect: Any, _record: Any, _cargs: Any, cparams: dict[str, Any]
+) -> None:
+    """Clear MULTI_STATEMENTS, whatever the URL asked for: one statement per execute."""
+    cparams["client_flag"] = int(cparams.get("client_flag", 0)) & ~_MYSQL_MULTI_STATEMENTS
+
+
 def _mysql_read_only(dbapi_conn: Any, _record: Any) -> None:
     with dbapi_conn.cursor() as cursor:
         cursor.execute("SET SESSION TRANSACTION READ ONLY")
         cursor.execute("SET SESSION time_zone = '+00:00'")
 
 
+_BEGIN_READ_ONLY = {
+    "postgresql": "SET TRANSACTION READ ONLY",
+    "mysql": "START TRANSACTION READ ONLY",
+}
+
+
 @contextmanager
 def connect(engine: Engine, *, what: str) -> Iterator[Connection]:
-    """A connection in a read-only transaction; connection failures become SourceError."""
+    """A connection in a transaction that is read-only by its own statement, then rolled back.
+
+    Connection failures become SourceError.
+    """
     safe = redact_url(engine.url.render_as_string(hide_password=False))
     try:
         conn = engine.connect()
@@ -123,9 +232,28 @@ def connect(engine: Engine, *, what: str) -> Iterator[Connection]:
             fix="check that the server is up, the URL's host, port and database, and the "
             "credentials in the environment variable the manifest names",
         ) from err
+    except SQLAlchemyError as err:
+        raise SourceError(
+            f"{what}: cannot open the database",
+            value=f"{safe} ({first_line(err)})",
+            fix="check the URL and that the file or server is a database of the named kind",
+        ) from err
     try:
-        with conn.begin():
+        transaction = conn.begin()
+        try:
+            statement = _BEGIN_READ_ONLY.get(conn.dialect.name)
+            if statement is not None:
+                conn.exec_driver_sql(statement)
             yield conn
+        finally:
+            transaction.rollback()
+    except DBAPIError as err:
+        raise SourceError(
+            f"{what}: the database refused a statement",
+            value=first_line(err.orig if err.orig else err),
+            fix="check that the file or server is a database of the kind the manifest names, "
+            "and that the database user may read it",
+        ) from err
     finally:
         conn.close()
 
@@ -139,12 +267,19 @@ class TableInfo:
     naive_time_columns: frozenset[str]
     json_columns: frozenset[str]
 
+    @cached_property
+    def clause(self) -> sa.TableClause:
+        """The table as a Core clause with exactly its real columns, every name quoted."""
+        schema, _, name = self.name.rpartition(".")
+        return sa.table(
+            sa.sql.quoted_name(name, quote=True),
+            *(sa.column(sa.sql.quoted_name(col, quote=True)) for col in self.columns),
+            schema=sa.sql.quoted_name(schema, quote=True) if schema else None,
+        )
 
-def inspect_table(conn: Connection, table: str, *, what: str = "") -> TableInfo | None:
-    """Describe ``table`` (``schema.table`` allowed), or None when it does not exist.
 
-    ``what`` is unused; it stays until ``sources/events.py`` stops passing it.
-    """
+def inspect_table(conn: Connection, table: str) -> TableInfo | None:
+    """Describe ``table`` (``schema.table`` allowed), or None when it does not exist."""
     schema, _, name = table.rpartition(".")
     inspector = sa.inspect(conn)
     if not inspector.has_table(name, schema=schema or None):
@@ -153,6 +288,10 @@ def inspect_table(conn: Connection, table: str, *, what: str = "") -> TableInfo 
     json_cols: set[str] = set()
     columns = []
     for col in inspector.get_columns(name, schema=schema or None):
+        if conn.dialect.name == "mysql":
+            # SQLAlchemy reads MySQL columns from SHOW CREATE TABLE and leaves a backtick in a
+            # name doubled, as that text escapes it (seen with SQLAlchemy 2.1).
+            col["name"] = col["name"].replace("``", "`")
         columns.append(col["name"])
         col_type = col["type"]
         if isinstance(col_type, sa.DateTime) and not getattr(col_type, "timezone", False):
@@ -182,12 +321,18 @@ def require_table(conn: Connection, table: str, needed: Sequence[str], *, what: 
     return info
 
 
+def column(table: sa.TableClause, name: str) -> sa.ColumnClause[Any]:
+    """The column ``name`` of ``table``; only real columns (checked by require_table) exist."""
+    found: sa.ColumnClause[Any] = table.c[name]
+    return found
+
+
 @dataclass(frozen=True)
 class Predicates:
     """Column names the filters apply to, for one table; None means the filter does not apply.
 
-    ``time_storage`` says how ``time`` keeps instants; None takes it from the ``table`` given to
-    :func:`where` (naive when listed in ``naive_time_columns``), else aware.
+    ``time_storage`` says how ``time`` keeps instants; None takes it from the table's
+    ``naive_time_columns``, else aware.
     """
 
     time: str | None = None
@@ -198,39 +343,40 @@ class Predicates:
 
 
 def where(
-    conn: Connection,
-    filters: Filters,
-    on: Predicates,
-    *,
-    table: TableInfo | None = None,
-    prefix: str = "",
-) -> tuple[str, dict[str, Any]]:
-    """A SQL ``WHERE`` fragment (with ``:name`` binds) and its parameters."""
-    clauses: list[str] = []
-    params: dict[str, Any] = {}
+    conn: Connection, filters: Filters, on: Predicates, table: TableInfo
+) -> list[ColumnElement[bool]]:
+    """The filters as Core conditions on ``table``, every value a bind parameter."""
+    clause = table.clause
+    conditions: list[ColumnElement[bool]] = []
     if filters.window is not None and on.time:
-        time_col = prefix + quote(conn, on.time)
-        clauses.append(f"{time_col} >= :w_start AND {time_col} < :w_end")
+        time_col = column(clause, on.time)
         storage = on.time_storage or time_storage(table, on.time)
-        params["w_start"], params["w_end"] = window_params(conn, filters.window, storage)
+        start, end = window_params(conn, filters.window, storage)
+        conditions += [
+            time_col >= sa.bindparam("w_start", start),
+            time_col < sa.bindparam("w_end", end),
+        ]
     if filters.app_name is not None and on.app_name:
-        clauses.append(f"{prefix}{quote(conn, on.app_name)} = :app_name")
-        params["app_name"] = filters.app_name
-    for values, column, label in (
+        conditions.append(column(clause, on.app_name) == sa.bindparam("app_name", filters.app_name))
+    for values, name, label in (
         (filters.session_ids, on.session_id, "sid"),
         (filters.invocation_ids, on.invocation_id, "inv"),
     ):
-        if values and column and conn.dialect.name == "postgresql":
-            # One array parameter, however many ids: the statement stays short.
-            clauses.append(f"{prefix}{quote(conn, column)} = ANY(:{label})")
-            params[label] = list(values)
-        elif values and column:
-            names = [f"{label}_{i}" for i in range(len(values))]
-            clauses.append(
-                f"{prefix}{quote(conn, column)} IN ({', '.join(':' + n for n in names)})"
-            )
-            params.update(zip(names, values, strict=True))
-    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+        if values and name:
+            conditions.append(in_values(conn, column(clause, name), label, values))
+    return conditions
+
+
+def in_values(
+    conn: Connection, col: ColumnElement[Any], label: str, values: Sequence[Any]
+) -> ColumnElement[bool]:
+    """``col`` is one of ``values``: one array parameter on PostgreSQL, else expanding IN."""
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import ARRAY
+
+        array = sa.bindparam(label, list(values), type_=ARRAY(sa.String()))
+        return col == sa.any_(array)
+    return col.in_(sa.bindparam(label, list(values), expanding=True))
 
 
 def time_storage(table: TableInfo | None, column: str) -> TimeStorage:
@@ -262,40 +408,34 @@ def bind_time(conn: Connection, stamp: pd.Timestamp, storage: TimeStorage) -> An
     return utc.to_pydatetime()
 
 
-def time_unknown(conn: Connection, column_sql: str, storage: TimeStorage) -> str:
-    """SQL true where ``column_sql`` holds no time SQL can compare with bound ones.
+def time_unknown(
+    conn: Connection, col: ColumnElement[Any], storage: TimeStorage
+) -> ColumnElement[bool]:
+    """True where ``col`` holds no time SQL can compare with bound ones.
 
     That is NULL and, on SQLite, text not in :data:`SQLITE_TIME_FORMAT` (``T``-separated or
     offset ISO 8601, a value without microseconds, text that is no time). Such rows can only be
     placed after parsing: a loader that lets them through must filter them again in pandas.
     """
     if conn.dialect.name == "sqlite" and storage != "epoch_s":
-        return f"({column_sql} IS NULL OR {column_sql} NOT GLOB '{_SQLITE_TIME_GLOB}')"
-    return f"{column_sql} IS NULL"
+        return sa.or_(col.is_(None), sa.not_(col.op("GLOB")(sa.literal(_SQLITE_TIME_GLOB))))
+    return col.is_(None)
 
 
-def quote(conn: Connection, identifier: str) -> str:
-    """Quote one SQL identifier for ``conn``'s dialect (``schema.table`` quoted per part)."""
-    preparer = conn.dialect.identifier_preparer
-    return ".".join(preparer.quote_identifier(part) for part in identifier.split("."))
-
-
-def read_frame(
-    conn: Connection, query: str, params: Mapping[str, Any], *, what: str
-) -> pd.DataFrame:
-    """Run ``query`` and return its rows; PostgreSQL rows come through COPY as text.
+def read_frame(conn: Connection, statement: sa.Select[Any], *, what: str) -> pd.DataFrame:
+    """Run ``statement`` and return its rows; PostgreSQL rows come through COPY as text.
 
     On PostgreSQL every value arrives as text (NULL as NaN), so callers parse JSON and
     timestamps themselves; on other databases values arrive as the driver gives them.
     """
-    driver_errors: tuple[type[Exception], ...] = (SQLAlchemyError,)
+    driver_errors: tuple[type[Exception], ...] = (SQLAlchemyError, pd.errors.DatabaseError)
     try:
         if conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg":
             import psycopg
 
-            driver_errors = (SQLAlchemyError, psycopg.Error)  # COPY runs on the raw cursor
-            return _copy_frame(conn, query, params)
-        return pd.read_sql(sa.text(query), conn, params=dict(params), dtype=object)
+            driver_errors = (*driver_errors, psycopg.Error)  # COPY runs on the raw cursor
+            return _copy_frame(conn, statement)
+        return pd.read_sql(statement, conn, dtype=object)
     except driver_errors as err:
         raise SourceError(
             f"{what}: query failed",
@@ -311,38 +451,24 @@ def first_line(err: BaseException) -> str:
     return scrub_text(lines[0] if lines else type(err).__name__)
 
 
-def _copy_frame(conn: Connection, query: str, params: Mapping[str, Any]) -> pd.DataFrame:
+def _copy_frame(conn: Connection, statement: sa.Select[Any]) -> pd.DataFrame:
     from psycopg import sql as psql
 
-    # psycopg merges COPY parameters client-side with proper literal quoting.
-    statement, ordered = _pyformat(query, params)
+    # SQLAlchemy quotes the identifiers and escapes every % outside its %(name)s binds;
+    # psycopg merges the binds client-side as sql.Literal does (COPY takes no parameters).
+    # The NULL mark is a bind too, so a merge always happens and %% is always unescaped.
+    compiled = statement.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    params = {**compiled.params, _COPY_NULL: NULL_MARK}
+    template = psql.SQL(f"COPY ({{}}) TO STDOUT (FORMAT csv, HEADER, NULL %({_COPY_NULL})s)")
+    copy_sql = template.format(psql.SQL(compiled.string))
     raw = conn.connection.driver_connection
     buffer = io.BytesIO()
-    with raw.cursor() as cursor:  # type: ignore[union-attr]
-        copy_sql = psql.SQL("COPY ({}) TO STDOUT (FORMAT csv, HEADER, NULL {})").format(
-            psql.SQL(statement),
-            psql.Literal(NULL_MARK),
-        )
-        with cursor.copy(copy_sql, ordered) as copy:
-            for block in copy:
-                buffer.write(block)
+    with raw.cursor() as cursor, cursor.copy(copy_sql, params) as copy:  # type: ignore[union-attr]
+        for block in copy:
+            buffer.write(block)
     buffer.seek(0)
     if buffer.getbuffer().nbytes == 0:
         return pd.DataFrame()
     return pd.read_csv(
         buffer, dtype=object, keep_default_na=False, na_values=[NULL_MARK], encoding="utf-8"
     )
-
-
-def _pyformat(query: str, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
-    """Turn ``:name`` binds into psycopg ``%s`` placeholders, in order of appearance."""
-    import re
-
-    ordered: list[Any] = []
-
-    def swap(match: re.Match[str]) -> str:
-        ordered.append(params[match.group(1)])
-        return "%s"
-
-    escaped = query.replace("%", "%%")
-    return re.sub(r"(?<![:\w]):(\w+)", swap, escaped), ordered

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from incidentkit.errors import ManifestError, SchemaError, SourceError
@@ -121,7 +122,7 @@ def _read_sql(
 ) -> tuple[pd.DataFrame, str, bool]:
     table = spec.table or layout.table
     what = f"[{spec.section}] {spec.location()}" + ("" if spec.table else f" table {table}")
-    engine = sql.open_engine(spec.url(environ), what=what)
+    engine = sql.open_source(spec, environ, what=what)
     try:
         with sql.connect(engine, what=what) as conn:
             info = sql.require_table(
@@ -140,8 +141,8 @@ def _read_sql(
                     fix=f'if they hold UTC, set naive_timestamps = "utc" in the manifest\'s '
                     f"[{spec.section}] section; otherwise convert them to a time-zone-aware type",
                 )
-            query, params = _select(conn, layout, names, present, info, filters)
-            raw = sql.read_frame(conn, query, params, what=what)
+            statement = _select(conn, layout, names, present, info, filters)
+            raw = sql.read_frame(conn, statement, what=what)
             dialect = conn.dialect.name
     finally:
         engine.dispose()
@@ -158,36 +159,39 @@ def _select(
     present: list[str],
     info: sql.TableInfo,
     filters: Filters,
-) -> tuple[str, dict[str, Any]]:
+) -> sa.Select[Any]:
     """The SELECT of the present columns, named canonically, with every filter bound."""
-    q = sql.quote
     on = layout.filters
     mapped = sql.Predicates(
         app_name=on.app_name and names[on.app_name],
         session_id=on.session_id and names[on.session_id],
         invocation_id=on.invocation_id and names[on.invocation_id],
     )
-    where, params = sql.where(conn, filters, mapped)
-    clauses = [where.removeprefix(" WHERE ")] if where else []
+    table = info.clause
+    conditions = sql.where(conn, filters, mapped, info)
     if filters.window is not None:
         # Each bound as the column it is compared with stores time; rows whose time SQL
         # cannot compare (NULL, odd SQLite text) pass, to be placed or rejected after parsing.
         (start, start_as), (end, end_as) = (
-            (q(conn, names[c]), sql.time_storage(info, names[c])) for c in layout.window
+            (sql.column(table, names[c]), sql.time_storage(info, names[c])) for c in layout.window
         )
-        params["win_start"] = sql.window_params(conn, filters.window, end_as)[0]
-        params["win_end"] = sql.window_params(conn, filters.window, start_as)[1]
-        opened = [f"open_{i}" for i in range(len(layout.open_statuses))]
-        params.update(zip(opened, layout.open_statuses, strict=True))
-        status = q(conn, names["status"])
-        clauses.append(
-            f"({sql.time_unknown(conn, start, start_as)} OR {start} < :win_end) AND "
-            f"({sql.time_unknown(conn, end, end_as)} OR {end} >= :win_start OR {status} IN "
-            f"({', '.join(':' + n for n in opened)}))"
+        win_start = sql.window_params(conn, filters.window, end_as)[0]
+        win_end = sql.window_params(conn, filters.window, start_as)[1]
+        still_open = sql.in_values(
+            conn, sql.column(table, names["status"]), "open_status", layout.open_statuses
         )
-    columns = ", ".join(f"{q(conn, names[c])} AS {q(conn, c)}" for c in present)
-    query = f"SELECT {columns} FROM {q(conn, info.name)}"
-    return (query + " WHERE " + " AND ".join(clauses) if clauses else query), params
+        conditions += [
+            sa.or_(
+                sql.time_unknown(conn, start, start_as), start < sa.bindparam("win_end", win_end)
+            ),
+            sa.or_(
+                sql.time_unknown(conn, end, end_as),
+                end >= sa.bindparam("win_start", win_start),
+                still_open,
+            ),
+        ]
+    columns = [sql.column(table, names[c]).label(c) for c in present]
+    return sa.select(*columns).select_from(table).where(*conditions)
 
 
 def _read_files(

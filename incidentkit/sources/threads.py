@@ -25,13 +25,35 @@ from incidentkit.sources.base import Loaded, RejectSink, iter_lines
 UNKNOWN = "UNKNOWN"
 _LOCAL_TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
 _ISO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)$")
-_HOTSPOT_HEADER = re.compile(r'^"(?P<name>.*)"\s+(?P<rest>.*\b(?:tid|nid)=.*)$')
 _PLAIN_HEADER = re.compile(r'^(?P<id>#\d+) "(?P<name>.*)"(?: virtual)?$')
+_HEADER_IDS = (" tid=", " nid=")
 _TRAILER = re.compile(r"^(?:JNI global ref|Found one Java-level deadlock|Found \d+ deadlock)")
 _FILE_TIME = re.compile(
     r"(\d{4}-\d\d-\d\d)T(\d\d)[-:]?(\d\d)[-:]?(\d\d)(?:[.,](\d+))?(Z|[+-]\d\d(?::?\d\d)?)"
 )
 _STEP = pd.Timedelta(minutes=15)
+
+
+def _hotspot_name(line: str) -> str | None:
+    """The thread name of a HotSpot header (``"name" #12 ... tid=0x.. nid=0x..``), or None.
+
+    Plain string search, not a regex: a name may hold quotes and spaces, and the scan must stay
+    linear on a hostile line. The name ends at the last quote before the first ``tid=``/``nid=``.
+    """
+    found = [at for at in (line.find(key) for key in _HEADER_IDS) if at > 0]
+    if not found:
+        return None
+    end = line.rfind('"', 1, min(found))
+    return line[1:end] if end > 0 and line[end + 1 : end + 2].isspace() else None
+
+
+def _plain_name(line: str) -> str | None:
+    """The name of a ``Thread.dump_to_file`` header (``#30 "name" virtual``), or None.
+
+    Unnamed virtual threads are known by their id, e.g. ``#30``.
+    """
+    match = _PLAIN_HEADER.match(line)
+    return None if match is None else match["name"] or match["id"]
 
 
 @dataclass
@@ -110,17 +132,16 @@ def _parse(path: Path, sink: RejectSink) -> list[_Dump]:
         elif _TRAILER.match(line):
             dump.ended, thread = True, None
         elif line.startswith('"') or (dump.plain and line.startswith("#")):
-            match = (_PLAIN_HEADER if dump.plain else _HOTSPOT_HEADER).match(line)
-            thread, skipping = None, match is None
-            if match is None:
+            name = _plain_name(line) if dump.plain else _hotspot_name(line)
+            thread, skipping = None, name is None
+            if name is None:
                 sink.add(
                     f"{path.name}:{lineno}",
                     "thread header cannot be parsed (its stack lines are skipped)",
                     text,
                 )
             else:
-                # unnamed virtual threads are known by their id, e.g. "#30"
-                thread = _Thread(match["name"] or match.groupdict().get("id") or "", lineno)
+                thread = _Thread(name, lineno)
                 dump.threads.append(thread)
         elif thread is not None and not skipping:
             if line.startswith("java.lang.Thread.State:"):
