@@ -163,7 +163,7 @@ def test_a_column_the_table_lacks_is_refused_before_any_query(evidence_db: str) 
         ledger.load(spec, Filters(app_name=ISSUE_PAYLOAD))
     spec = _spec("ledger", evidence_db, table=ISSUE_PAYLOAD)
     # Not found; MySQL refuses the name outright (longer than 64 characters).
-    with pytest.raises(SourceError, match="table not found|refused a statement"):
+    with pytest.raises(SourceError, match=r"table not found|refused a statement"):
         ledger.load(spec, Filters())
 
 
@@ -223,9 +223,9 @@ def test_hostile_run_parameters_commit_nothing(pg_url: str, tmp_path: Path) -> N
     env = {**os.environ, "IK_EVIDENCE_URL": pg_url}
     cli = str(Path(sys.executable).with_name("incidentkit"))
     out = tmp_path / "out"
+    command = [cli, "run", "orphans", "--evidence", str(folder), "--out", str(out), "--quiet"]
     done = subprocess.run(
-        [cli, "run", "orphans", "--evidence", str(folder), "--out", str(out), "--quiet"]
-        + ["-p", "app_name", ISSUE_PAYLOAD, "-p", "as_of", "2026-11-29T04:00:00Z"],
+        [*command, "-p", "app_name", ISSUE_PAYLOAD, "-p", "as_of", "2026-11-29T04:00:00Z"],
         env=env,
         capture_output=True,
         text=True,
