@@ -158,17 +158,31 @@ def iter_json_line_chunks(
         lines.close()  # an abandoned chunk iterator closes the file
 
 
+JSON_ERRORS = (ValueError, RecursionError)
+"""What ``json.loads`` raises: malformed text (JSONDecodeError, a ValueError), an integer past
+Python's digit limit (ValueError), nesting past the recursion limit (RecursionError)."""
+
+
+def json_failure(err: Exception) -> str:
+    """A reject reason for one of :data:`JSON_ERRORS`."""
+    if isinstance(err, json.JSONDecodeError):
+        return f"malformed JSON ({err.msg} at column {err.colno})"
+    if isinstance(err, RecursionError):
+        return "JSON nested too deeply to read"
+    return f"unreadable JSON value ({str(err).split(';')[0]})"
+
+
 def _json_object(
     text: str, complete: bool, location: str, sink: RejectSink
 ) -> dict[str, Any] | None:
     """The JSON object on one line, or None after rejecting the line with a reason."""
     try:
         value = json.loads(text)
-    except json.JSONDecodeError as err:
+    except JSON_ERRORS as err:
         reason = (
             "truncated line: the file ends in the middle of a record"
-            if not complete
-            else f"malformed JSON ({err.msg} at column {err.colno})"
+            if not complete and isinstance(err, json.JSONDecodeError)
+            else json_failure(err)
         )
         sink.add(location, reason, text)
         return None
@@ -193,6 +207,12 @@ def read_json_document(path: Path, *, what: str) -> Any:
             value=str(path),
             fix="export the file again; a JSON document cannot be read in part",
         ) from err
+    except JSON_ERRORS as err:
+        raise SourceError(
+            f"{what}: unreadable JSON document: {json_failure(err)}",
+            value=str(path),
+            fix="export the file again; a JSON document cannot be read in part",
+        ) from err
 
 
 def parse_json_values(values: pd.Series) -> tuple[pd.Series, pd.Series]:
@@ -204,8 +224,8 @@ def parse_json_values(values: pd.Series) -> tuple[pd.Series, pd.Series]:
             if isinstance(value, str):
                 try:
                     out[i] = json.loads(value)
-                except json.JSONDecodeError as err:
-                    reasons[i] = f"malformed JSON ({err.msg} at column {err.colno})"
+                except JSON_ERRORS as err:
+                    reasons[i] = json_failure(err)
             elif value is None or (isinstance(value, float) and np.isnan(value)):
                 out[i] = None
             else:

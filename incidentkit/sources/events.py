@@ -190,11 +190,11 @@ def _peek(path: Path) -> str | None:
         return "document"
     try:
         value = json.loads(first)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         # A document spread over lines, or JSON lines whose first line is broken.
         try:
             json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
             return "lines"
         return "document"
     return "document" if isinstance(value, dict) and "events" in value else "lines"

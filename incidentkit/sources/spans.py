@@ -129,7 +129,7 @@ def _decoded(value: Any) -> Any:
     if isinstance(value, str):
         try:
             return json.loads(value)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON after all: the text is the value
             return value
     return value
 
