@@ -103,7 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
         "inspect",
         help="print the coverage report of an incident's evidence",
         description="Load every source of the manifest and report rows per frame, time span, "
-        "rejects by reason with their locations, and join coverage.",
+        "rejects by reason with their locations, warnings, and join coverage.",
+        epilog="exit codes: 0 every source was read; 2 a source could not be read, is empty, "
+        "or had every record rejected; 3 a usage error or a bad manifest",
     )
     inspect.add_argument("path", help="an evidence.toml, or a folder holding one")
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")

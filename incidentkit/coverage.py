@@ -68,11 +68,15 @@ class Coverage:
     frames: tuple[FrameCoverage, ...]
     rejects: tuple[RejectGroup, ...]
     joins: tuple[JoinGap, ...]
+    warnings: tuple[RejectGroup, ...] = ()
+    all_rejected: tuple[str, ...] = ()
+    """Sources that loaded no row because every record was rejected."""
 
     @property
     def complete(self) -> bool:
-        """True when every named source loaded (rejects and gaps may still exist)."""
-        return all(frame.status != "error" for frame in self.frames)
+        """True when every named source loaded at least one record, or had none to reject
+        (rejects of some records, warnings and join gaps may still exist)."""
+        return not self.all_rejected and all(frame.status != "error" for frame in self.frames)
 
     @property
     def reject_count(self) -> int:
@@ -129,6 +133,31 @@ def measure(evidence: Evidence) -> Coverage:
         frames=tuple(frames),
         rejects=_reject_groups(evidence, failed),
         joins=tuple(join_gaps(loaded)),
+        warnings=_groups(
+            [
+                loaded_source.warnings
+                for section in evidence.sources
+                if section not in failed and (loaded_source := evidence.source(section))
+            ]
+        ),
+        all_rejected=_all_rejected(evidence, frames, failed),
+    )
+
+
+def _all_rejected(
+    evidence: Evidence, frames: list[FrameCoverage], failed: Mapping[str, str]
+) -> tuple[str, ...]:
+    rows: dict[str, int] = {}
+    for frame in frames:
+        if frame.status == "loaded":
+            rows[frame.source] = rows.get(frame.source, 0) + frame.rows
+    return tuple(
+        section
+        for section, count in rows.items()
+        if count == 0
+        and section not in failed
+        and (loaded := evidence.source(section)) is not None
+        and not loaded.rejects.empty
     )
 
 
@@ -138,6 +167,11 @@ def _reject_groups(evidence: Evidence, failed: Mapping[str, str]) -> tuple[Rejec
         for section in evidence.sources
         if section not in failed and (loaded := evidence.source(section)) is not None
     ]
+    return _groups(parts)
+
+
+def _groups(parts: list[pd.DataFrame]) -> tuple[RejectGroup, ...]:
+    """Rejects or warnings grouped by source and reason, with example locations."""
     parts = [part for part in parts if not part.empty]
     if not parts:
         return ()
@@ -147,6 +181,15 @@ def _reject_groups(evidence: Evidence, failed: Mapping[str, str]) -> tuple[Rejec
         RejectGroup(str(source), str(reason), int(locs.size), tuple(locs.head(EXAMPLES)))
         for (source, reason), locs in groups
     )
+
+
+def _group_lines(groups: tuple[RejectGroup, ...]) -> list[str]:
+    lines = []
+    for group in groups:
+        more = ", ..." if group.count > len(group.locations) else ""
+        lines.append(f"  {group.source:<12}{group.count:>6}  {group.reason}")
+        lines.append(f"  {'':<18}at {', '.join(group.locations)}{more}")
+    return lines
 
 
 def join_gaps(frames: Mapping[str, pd.DataFrame]) -> list[JoinGap]:
@@ -214,11 +257,13 @@ def render_text(report: Coverage) -> str:
     errors = {frame.source: frame.error for frame in report.frames if frame.error}
     for source, error in errors.items():
         lines.append(f"  ! {source}: {error}")
+    for source in report.all_rejected:
+        lines.append(f"  ! {source}: every record was rejected (reasons below)")
     lines += ["", f"rejects: {report.reject_count}"]
-    for group in report.rejects:
-        more = ", ..." if group.count > len(group.locations) else ""
-        lines.append(f"  {group.source:<12}{group.count:>6}  {group.reason}")
-        lines.append(f"  {'':<18}at {', '.join(group.locations)}{more}")
+    lines += _group_lines(report.rejects)
+    if report.warnings:
+        lines += ["", f"warnings: {sum(group.count for group in report.warnings)}"]
+        lines += _group_lines(report.warnings)
     lines += ["", "join coverage:"]
     if not report.joins:
         lines.append("  (needs two or more sources)")

@@ -84,8 +84,11 @@ class Evidence:
             return None
         if section not in self._loaded:
             load = loader_for(section)
+            extra: dict[str, Any] = {}
+            if section == "events" and self.has("ledger"):
+                extra["lookup"] = lambda: self.runs  # names events that carry no session
             self._loaded[section] = load(
-                self.manifest.sources[section], self.filters, environ=self._environ
+                self.manifest.sources[section], self.filters, environ=self._environ, **extra
             )
         return self._loaded[section]
 
@@ -94,6 +97,8 @@ class Evidence:
         spec_of(name)
         if name == "rejects":
             return self.rejects
+        if name == "warnings":
+            return self.warnings
         loaded = self.source(FRAME_SOURCES[name])
         if loaded is None:
             return empty(name)
@@ -146,6 +151,13 @@ class Evidence:
         """Rows every source could not read (loads all sources)."""
         self.load_all()
         return concat_rejects(loaded.rejects for loaded in self._loaded.values())
+
+    @property
+    def warnings(self) -> pd.DataFrame:
+        """Evidence every source read but found odd or incomplete (loads all sources)."""
+        self.load_all()
+        parts = [loaded.warnings for loaded in self._loaded.values() if not loaded.warnings.empty]
+        return pd.concat(parts, ignore_index=True) if parts else empty("warnings")
 
 
 def open_evidence(

@@ -238,6 +238,14 @@ REJECTS = _spec(
     reason=STR,
     raw=STR,
 )
+WARNINGS = _spec(
+    "warnings",
+    "Evidence that was read but is odd or incomplete (events that name no session, ...).",
+    source=STR,
+    location=STR,
+    reason=STR,
+    raw=STR,
+)
 
 FRAMES: Mapping[str, FrameSpec] = {
     spec.name: spec
@@ -252,6 +260,7 @@ FRAMES: Mapping[str, FrameSpec] = {
         DIAGNOSTICS,
         THREADS,
         REJECTS,
+        WARNINGS,
     )
 }
 
@@ -383,8 +392,9 @@ def _utc_column(series: pd.Series, *, what: str) -> pd.Series:
     )
 
 
-def rejects_frame(rows: Iterable[Mapping[str, object]]) -> pd.DataFrame:
-    """Build a conformed rejects frame from dicts with source, location, reason and raw."""
+def rejects_frame(rows: Iterable[Mapping[str, object]], name: str = "rejects") -> pd.DataFrame:
+    """Build a conformed rejects (or warnings) frame from dicts with source, location, reason
+    and raw."""
     records = [
         {
             "source": row["source"],
@@ -395,5 +405,5 @@ def rejects_frame(rows: Iterable[Mapping[str, object]]) -> pd.DataFrame:
         for row in rows
     ]
     if not records:
-        return empty("rejects")
-    return conform("rejects", pd.DataFrame.from_records(records))
+        return empty(name)
+    return conform(name, pd.DataFrame.from_records(records))

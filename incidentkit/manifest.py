@@ -8,9 +8,10 @@ documented in ``docs/manifest.md``.
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,9 @@ FORMATS: Mapping[str, tuple[str, ...]] = {
     "threads": ("jcmd",),
 }
 _SECTION_KEYS = {"url", "path", "paths", "format", "table", "columns", "naive_timestamps"}
+EVENT_IDENTITY_KEYS = ("app_name", "user_id", "session_id")
+"""[events] keys naming the session of events that carry none (a one-session dump)."""
+_EVENTS_KEYS = {*EVENT_IDENTITY_KEYS, "event_column"}
 _TOP_KEYS = {"title", "window", "app_name", "sessions", "invocations", *SECTIONS}
 DATABASE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 
@@ -81,6 +85,10 @@ class SourceSpec:
     naive_timestamps: str = "error"
     sqlite_path: Path | None = None
     """A SQLite file given as ``path`` (opened by path, never through a URL)."""
+    identity: Mapping[str, str] = field(default_factory=dict)
+    """[events] only: app_name, user_id, session_id for events that name no session."""
+    event_column: str = "event"
+    """[events] only: the column of a JSON row export that holds the event."""
 
     @property
     def is_database(self) -> bool:
@@ -172,7 +180,9 @@ def parse_manifest(data: Mapping[str, Any], *, base: Path, path: Path | None = N
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
         raise ManifestError(
-            "manifest has unknown keys", value=unknown, fix=f"allowed keys: {sorted(_TOP_KEYS)}"
+            "manifest has unknown keys",
+            value=unknown,
+            fix=f"{did_you_mean(unknown, _TOP_KEYS)}allowed keys: {sorted(_TOP_KEYS)}",
         )
     sources = {name: _parse_section(name, data[name], base) for name in SECTIONS if name in data}
     if not sources:
@@ -217,10 +227,13 @@ def _toml_time(value: Any) -> Any:
 def _parse_section(name: str, raw: Any, base: Path) -> SourceSpec:
     if not isinstance(raw, Mapping):
         raise ManifestError(f"[{name}] must be a table", value=raw, fix=f"write [{name}] ...")
-    unknown = sorted(set(raw) - _SECTION_KEYS)
+    allowed = _SECTION_KEYS | (_EVENTS_KEYS if name == "events" else set())
+    unknown = sorted(set(raw) - allowed)
     if unknown:
         raise ManifestError(
-            f"[{name}] has unknown keys", value=unknown, fix=f"allowed: {sorted(_SECTION_KEYS)}"
+            f"[{name}] has unknown keys",
+            value=unknown,
+            fix=f"{did_you_mean(unknown, allowed)}allowed: {sorted(allowed)}",
         )
     given = [key for key in ("url", "path", "paths") if key in raw]
     if len(given) != 1:
@@ -274,6 +287,8 @@ def _parse_section(name: str, raw: Any, base: Path) -> SourceSpec:
         section=name,
         url_ref=url_ref,
         sqlite_path=sqlite_path,
+        identity={key: _text(name, raw, key) for key in EVENT_IDENTITY_KEYS if key in raw},
+        event_column=_text(name, raw, "event_column") if "event_column" in raw else "event",
         paths=paths,
         format=fmt,
         table=raw.get("table"),
@@ -309,6 +324,25 @@ def _check_url(section: str, url: Any) -> str:
             "a password must never be in a manifest, a notebook or git",
         )
     return url
+
+
+def did_you_mean(given: list[str], known: Iterable[str]) -> str:
+    """``"did you mean X? "`` for the closest known name to each given one ('' when none)."""
+    guesses = [
+        f"{word} → {close[0]}"
+        for word in given
+        if (close := difflib.get_close_matches(word, list(known), n=1, cutoff=0.6))
+    ]
+    return f"did you mean {', '.join(guesses)}? " if guesses else ""
+
+
+def _text(section: str, raw: Mapping[str, Any], key: str) -> str:
+    value = raw[key]
+    if not isinstance(value, str) or not value:
+        raise ManifestError(
+            f"[{section}] {key} must be non-empty text", value=value, fix=f'write {key} = "..."'
+        )
+    return value
 
 
 def _optional_str(data: Mapping[str, Any], key: str) -> str | None:

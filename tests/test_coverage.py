@@ -132,3 +132,35 @@ def test_inspect_reports_a_source_that_cannot_be_read(
     text = capsys.readouterr().out
     assert "! ledger: [ledger]" in text and "file not found" in text
     assert re.search(r"^diagnostics\s+diagnostics\s+1\s", text, re.MULTILINE)
+
+
+def test_inspect_exits_2_when_every_record_of_a_source_is_rejected(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "events.jsonl").write_text('{"nope": 1}\n[1]\n', encoding="utf-8")
+    (tmp_path / "evidence.toml").write_text('[events]\npath = "events.jsonl"\n', encoding="utf-8")
+    assert main(["inspect", str(tmp_path)]) == 2
+    out = capsys.readouterr().out
+    assert "! events: every record was rejected" in out
+    assert "rejects: 2" in out
+
+
+def test_inspect_exits_2_on_an_empty_source(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "spans.jsonl").write_text("\n \n", encoding="utf-8")
+    (tmp_path / "evidence.toml").write_text('[spans]\npath = "spans.jsonl"\n', encoding="utf-8")
+    assert main(["inspect", str(tmp_path)]) == 2
+    assert "spans: the file is empty" in capsys.readouterr().out
+
+
+def test_inspect_shows_warnings_apart_from_rejects(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    event = {"id": "e1", "invocationId": "i1", "author": "user", "timestamp": 1764385800000}
+    (tmp_path / "events.jsonl").write_text(json.dumps(event) + "\n", encoding="utf-8")
+    (tmp_path / "evidence.toml").write_text('[events]\npath = "events.jsonl"\n', encoding="utf-8")
+    assert main(["inspect", str(tmp_path)]) == 0  # read: a warning, not a reject
+    out = capsys.readouterr().out
+    assert "rejects: 0" in out
+    assert "warnings: 1" in out and "1 events name no session" in out

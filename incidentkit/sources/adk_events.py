@@ -20,7 +20,7 @@ inside ``actions`` and parts: ADK's own Jackson mapper reads events with
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -125,8 +125,18 @@ class _Chunk:
     state_writes: pd.DataFrame
 
 
+IdentityLookup = Callable[[], pd.DataFrame]
+"""Ledger rows (invocation_id, app_name, user_id, session_id), read only when asked."""
+
+
 def normalise(
-    batches: Iterable[Batch], filters: Filters, sink: RejectSink, *, apply_filters: bool
+    batches: Iterable[Batch],
+    filters: Filters,
+    sink: RejectSink,
+    *,
+    apply_filters: bool,
+    identity: Mapping[str, str] | None = None,
+    lookup: IdentityLookup | None = None,
 ) -> dict[str, pd.DataFrame]:
     """The four event frames of ``batches``; unreadable records go to ``sink``.
 
@@ -136,6 +146,11 @@ def normalise(
     ``apply_filters`` applies ``filters`` here (files; databases filter in SQL). Then a
     repeated event id is rejected, and ``seq`` numbers each session's surviving events by
     time, then source order.
+
+    Session identity (app, user, session) of an event comes from its source row (a table's
+    columns), else the event itself, else ``identity`` (the manifest's, for a one-session
+    dump), else the ledger row of its invocation (``lookup``); an event none of them names is
+    kept with empty keys and one warning, never rejected.
     """
     chunks: list[_Chunk] = []
     first_pos = 0
@@ -143,13 +158,14 @@ def normalise(
         for batch in batches:
             for start in range(0, len(batch.values), CHUNK):
                 stop = min(start + CHUNK, len(batch.values))
-                chunks.append(_read_chunk(batch, start, stop, first_pos, sink))
+                chunks.append(_read_chunk(batch, start, stop, first_pos, sink, identity or {}))
             first_pos += len(batch.values)
             del batch  # a lazy source's next batch then replaces it in memory, not beside it
     if not chunks:
         return {name: empty(name) for name in EVENT_FRAMES}
     events = pd.concat([chunk.events for chunk in chunks], ignore_index=True)
     events["ts"] = events["ts"].astype(TS)
+    events = _identify(events, lookup, sink)
     if apply_filters:
         events = events[_matches(events, filters)]
     events = _drop_duplicates(events, sink)
@@ -166,7 +182,40 @@ def normalise(
     }
 
 
-def _read_chunk(batch: Batch, start: int, stop: int, first_pos: int, sink: RejectSink) -> _Chunk:
+def _identify(
+    events: pd.DataFrame, lookup: IdentityLookup | None, sink: RejectSink
+) -> pd.DataFrame:
+    """Fill session keys no source named from the ledger; warn about events still unnamed."""
+    keys = list(SESSION_KEYS)
+    unnamed = events[keys].isna().any(axis=1)
+    if not unnamed.any():
+        return events
+    if lookup is not None:
+        runs = lookup()[["invocation_id", *keys]].dropna().drop_duplicates("invocation_id")
+        by_invocation = runs.set_index("invocation_id")
+        for col in keys:
+            found = events.loc[unnamed, "invocation_id"].map(by_invocation[col])
+            events.loc[unnamed, col] = events.loc[unnamed, col].fillna(found)
+        unnamed = events[keys].isna().any(axis=1)
+    if unnamed.any():
+        first = events.loc[unnamed, "location"].iloc[0]
+        sink.warn(
+            str(first),
+            f"{int(unnamed.sum())} events name no session (first at {first}): give app_name, "
+            "user_id and session_id in [events] for a one-session dump, or add the ledger",
+        )
+        events[keys] = events[keys].fillna("")
+    return events
+
+
+def _read_chunk(
+    batch: Batch,
+    start: int,
+    stop: int,
+    first_pos: int,
+    sink: RejectSink,
+    identity: Mapping[str, str],
+) -> _Chunk:
     """Check and flatten records ``start:stop`` of ``batch``; rejects go to ``sink``."""
     raw = batch.values.iloc[start:stop]
     meta = batch.meta.iloc[start:stop].reset_index(drop=True)
@@ -182,7 +231,7 @@ def _read_chunk(batch: Batch, start: int, stop: int, first_pos: int, sink: Rejec
         not_of(recs, (dict, type(None))),
         lambda i: f"expected a JSON object, got {type(recs[i]).__name__}",
     )
-    cols, actions = _fields(records, meta, reasons)
+    cols, actions = _fields(records, meta, reasons, identity)
     fallback = meta["ts"] if "ts" in meta.columns else None
     why = _meta_list(meta, "ts_reason")
     times = _times(records.get(("timestamp",)), batch.origin, fallback, why, reasons)
@@ -260,23 +309,25 @@ def _final_response(
 
 
 def _fields(
-    records: Records, meta: pd.DataFrame, reasons: Reasons
+    records: Records, meta: pd.DataFrame, reasons: Reasons, identity: Mapping[str, str]
 ) -> tuple[dict[str, list[Any]], Records]:
-    """The event's scalar fields, checked (ids fall back to ``meta``), and its actions."""
+    """The event's scalar fields, checked (ids fall back to ``meta``), and its actions.
+
+    Session keys come from ``meta`` (the source row), else the event, else ``identity``;
+    missing ones stay None for :func:`_identify`.
+    """
     cols: dict[str, list[Any]] = {}
     for col, keys, kind in _TOP:
         cols[col] = fill(records.get(keys), _meta_list(meta, col))
         check(cols[col], kind, keys[0], reasons)
     for col, keys in _SESSION_JSON_KEYS.items():
-        values = _meta_list(meta, col)
-        if values is None:
-            values = records.get(keys)
-            if None in values or "" in values:
-                reasons.flag(
-                    mask(values, lambda v: v is None or v == ""),
-                    f"{keys[0]} is missing: each event line must carry appName, userId and "
-                    "sessionId",
-                )
+        own = records.get(keys)
+        given = _meta_list(meta, col)
+        values = own if given is None else fill(given, own)
+        if "" in values:
+            values = [None if v == "" else v for v in values]
+        if col in identity:
+            values = fill(values, [identity[col]] * len(values))
         check(values, "text", keys[0], reasons)
         cols[col] = values
     actions = records.get(("actions",))

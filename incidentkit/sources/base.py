@@ -19,10 +19,12 @@ from incidentkit.frames import rejects_frame
 
 @dataclass(frozen=True)
 class Loaded:
-    """What one source produced: canonical frames by name, and the rows it rejected."""
+    """What one source produced: canonical frames by name, the rows it rejected, and what it
+    read but found odd or incomplete (``warnings``: rows that were read, not rejects)."""
 
     frames: Mapping[str, pd.DataFrame]
     rejects: pd.DataFrame
+    warnings: pd.DataFrame = field(default_factory=lambda: rejects_frame([], "warnings"))
 
 
 @dataclass
@@ -31,6 +33,16 @@ class RejectSink:
 
     source: str
     rows: list[dict[str, object]] = field(default_factory=list)
+    warned: list[dict[str, object]] = field(default_factory=list)
+
+    def warn(self, location: str, reason: str, raw: object = None) -> None:
+        """Note evidence that was read but is odd or incomplete (not a reject)."""
+        self.warned.append(
+            {"source": self.source, "location": location, "reason": reason, "raw": raw}
+        )
+
+    def warnings(self) -> pd.DataFrame:
+        return rejects_frame(self.warned, "warnings")
 
     def add(self, location: str, reason: str, raw: object = None) -> None:
         self.rows.append(
@@ -47,6 +59,33 @@ class RejectSink:
 
     def frame(self) -> pd.DataFrame:
         return rejects_frame(self.rows)
+
+
+def require_content(path: Path, *, what: str) -> None:
+    """Refuse a file that is empty or holds only whitespace: a source must say something.
+
+    Reads a chunk at a time and stops at the first byte that is not whitespace.
+    """
+    try:
+        with path.open("rb") as handle:
+            while chunk := handle.read(1 << 20):
+                if chunk.strip():
+                    return
+    except FileNotFoundError as err:
+        raise SourceError(
+            f"{what}: file not found", value=str(path), fix="check the path in the manifest"
+        ) from err
+    except IsADirectoryError as err:
+        raise SourceError(
+            f"{what}: the path is a folder, not a file",
+            value=str(path),
+            fix="name the file itself in the manifest (paths = [...] lists several)",
+        ) from err
+    raise SourceError(
+        f"{what}: the file is empty",
+        value=str(path),
+        fix="export the evidence again, or remove the file from the manifest",
+    )
 
 
 def canonical_json(value: Any) -> str:

@@ -26,6 +26,7 @@ from incidentkit.sources.base import (
     RejectSink,
     iter_lines,
     read_json_lines,
+    require_content,
 )
 from incidentkit.times import Naive, parse_utc
 
@@ -94,6 +95,7 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
     sink = RejectSink("diagnostics")
     parts = []
     for order, path in enumerate(spec.paths):
+        require_content(path, what="diagnostics")
         fmt = spec.format or _detect(path)
         part = _json_file(path, sink) if fmt == "json" else _text_file(path, sink)
         parts.append(part.assign(order=order))

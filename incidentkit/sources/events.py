@@ -34,6 +34,7 @@ from incidentkit.sources.adk_events import (
     MS_THRESHOLD,
     PYTHON_SESSION_JSON,
     Batch,
+    IdentityLookup,
     Origin,
     normalise,
 )
@@ -43,6 +44,7 @@ from incidentkit.sources.base import (
     iter_json_line_chunks,
     iter_lines,
     read_json_document,
+    require_content,
 )
 
 WHAT = "events"
@@ -52,8 +54,17 @@ _DATABASE_FORMATS = ("sql", "adk-python-db")
 _DETECT_SAMPLE = 1000
 
 
-def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | None = None) -> Loaded:
-    """Load the events section into ``events``, ``calls``, ``responses`` and ``state_writes``."""
+def load(
+    spec: SourceSpec,
+    filters: Filters,
+    *,
+    environ: Mapping[str, str] | None = None,
+    lookup: IdentityLookup | None = None,
+) -> Loaded:
+    """Load the events section into ``events``, ``calls``, ``responses`` and ``state_writes``.
+
+    ``lookup`` gives ledger rows to name the session of events that carry none.
+    """
     sink = RejectSink(WHAT)
     batches: Iterable[Batch]
     if spec.is_database:
@@ -65,9 +76,18 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
                 value=spec.location(),
                 fix='give url = "env:NAME" (or a .db/.sqlite path), or drop the format',
             )
-        batches = chain.from_iterable(_read_file(path, spec.format, sink) for path in spec.paths)
-    frames = normalise(batches, filters, sink, apply_filters=not spec.is_database)
-    return Loaded(frames=frames, rejects=sink.frame())
+        batches = chain.from_iterable(
+            _read_file(path, spec.format, sink, spec.event_column) for path in spec.paths
+        )
+    frames = normalise(
+        batches,
+        filters,
+        sink,
+        apply_filters=not spec.is_database,
+        identity=spec.identity,
+        lookup=lookup,
+    )
+    return Loaded(frames=frames, rejects=sink.frame(), warnings=sink.warnings())
 
 
 # -- databases ---------------------------------------------------------------------------------
@@ -159,13 +179,14 @@ def _read_java_table(conn: Connection, spec: SourceSpec, filters: Filters) -> Ba
 # -- files -------------------------------------------------------------------------------------
 
 
-def _read_file(path: Path, fmt: str | None, sink: RejectSink) -> Iterator[Batch]:
+def _read_file(path: Path, fmt: str | None, sink: RejectSink, column: str) -> Iterator[Batch]:
     """The batches of one file, read as the normaliser asks: none when the file is empty.
 
     A session document is one batch. JSON lines stream, a chunk of decoded records at a
     time, so a file of millions of events never sits in memory as dicts; the first chunk
     decides the origin of them all.
     """
+    require_content(path, what=WHAT)
     shape = _peek(path)
     if shape is None:
         return
@@ -173,11 +194,40 @@ def _read_file(path: Path, fmt: str | None, sink: RejectSink) -> Iterator[Batch]
         yield _read_sessions(path, read_json_document(path, what=WHAT), fmt)
         return
     origin: Origin | None = None
+    rows = False
     for records, locations in iter_json_line_chunks(path, sink, what=WHAT, size=adk_events.CHUNK):
         if origin is None:
-            origin = _origin(fmt, records)
-        yield Batch(pd.Series(records, dtype=object), pd.DataFrame({"location": locations}), origin)
+            rows = _is_row_export(records[0], column)
+            origin = _origin(fmt, [r.get(column) for r in records] if rows else records)
+        if rows:
+            yield _row_batch(records, locations, column, origin)
+        else:
+            meta = pd.DataFrame({"location": locations})
+            yield Batch(pd.Series(records, dtype=object), meta, origin)
         del records, locations  # before the next chunk is decoded
+
+
+ROW_KEYS = ("event_id", "app_name", "user_id", "session_id", "invocation_id")
+"""Columns of an exported events-table row that name the event and its session."""
+
+
+def _is_row_export(first: dict[str, Any], column: str) -> bool:
+    """Whether JSON lines are rows of an events table (the event nested in ``column``).
+
+    An ADK event has no key of that name (``event`` by default); a ``psql`` ``row_to_json``
+    or database-tool export of ``adk_event`` nests the event JSON there.
+    """
+    return isinstance(first.get(column), dict | str) and "author" not in first
+
+
+def _row_batch(
+    records: list[dict[str, Any]], locations: list[str], column: str, origin: Origin
+) -> Batch:
+    """A batch of row objects: the nested events, the rows' own columns as their keys."""
+    meta = pd.DataFrame({"location": locations})
+    for key in ROW_KEYS:
+        meta[key] = pd.Series([r.get(key) for r in records], dtype=object)
+    return Batch(pd.Series([r.get(column) for r in records], dtype=object), meta, origin)
 
 
 def _peek(path: Path) -> str | None:

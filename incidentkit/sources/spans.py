@@ -27,7 +27,7 @@ from incidentkit.errors import ParameterError, SchemaError
 from incidentkit.frames import SpanKind, conform
 from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources import jaeger, otlp
-from incidentkit.sources.base import Loaded, RejectSink, open_text
+from incidentkit.sources.base import Loaded, RejectSink, open_text, require_content
 from incidentkit.sources.otlp import RawSpan
 
 PAYLOAD_KEYS: tuple[str, ...] = (
@@ -143,6 +143,7 @@ def _read(
     wanted: Mapping[str, int] | None = None,
 ) -> Iterator[tuple[Any, ...]]:
     """Rows (in ``_COLUMNS`` order) of one file; unreadable spans go to ``sink``."""
+    require_content(path, what="spans")
     fmt = fmt or _detect(path)
     raws = otlp.read_spans(path, sink) if fmt == "otlp-json" else jaeger.read_spans(path, sink)
     for location, raw in raws:

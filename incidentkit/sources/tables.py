@@ -35,6 +35,7 @@ from incidentkit.sources.base import (
     open_text,
     parse_json_values,
     read_json_lines,
+    require_content,
 )
 from incidentkit.times import parse_utc
 
@@ -201,6 +202,7 @@ def _read_files(
     for path in spec.paths:
         fmt = spec.format or _FORMATS.get(path.suffix.lower())
         what = f"[{spec.section}] {path}"
+        require_content(path, what=f"[{spec.section}]")
         if fmt == "csv":
             raw, where = read_csv_rows(path, sink, what=what)
         elif fmt == "jsonl":

@@ -20,7 +20,7 @@ import pandas as pd
 from incidentkit.errors import SchemaError, SourceError
 from incidentkit.frames import conform
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources.base import Loaded, RejectSink, iter_lines
+from incidentkit.sources.base import Loaded, RejectSink, iter_lines, require_content
 
 UNKNOWN = "UNKNOWN"
 _LOCAL_TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
@@ -78,6 +78,7 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
     sink = RejectSink("threads")
     rows: list[dict[str, object]] = []
     for path in spec.paths:
+        require_content(path, what="threads")
         dumps = _parse(path, sink)
         times = _times(dumps, path, sink, utc=spec.naive_timestamps == "utc")
         for i, (dump, taken_at) in enumerate(zip(dumps, times, strict=True)):

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from incidentkit.errors import SourceError
-from incidentkit.frames import empty, spec_of
+from incidentkit.frames import spec_of
 from incidentkit.manifest import Filters, SourceSpec, Window
 from incidentkit.sources import diagnostics
 from incidentkit.sources.base import Loaded
@@ -246,10 +246,10 @@ def test_filters_keep_lines_without_the_filtered_id() -> None:
 
 
 def test_empty_and_missing_files(tmp_path: Path) -> None:
-    (tmp_path / "empty.log").write_text("")
+    (tmp_path / "empty.log").write_text(" \n\t\n")
     spec = SourceSpec("diagnostics", paths=(tmp_path / "empty.log",))
-    loaded = diagnostics.load(spec, Filters())
-    pd.testing.assert_frame_equal(loaded.frames["diagnostics"], empty("diagnostics"))
+    with pytest.raises(SourceError, match=r"diagnostics: the file is empty: '.*empty\.log'"):
+        diagnostics.load(spec, Filters())
     with pytest.raises(SourceError, match="file not found"):
         load("absent.log")
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from incidentkit.errors import SchemaError, SourceError
-from incidentkit.frames import build, conform, empty
+from incidentkit.frames import build, conform
 from incidentkit.manifest import Filters, SourceSpec, Window
 from incidentkit.sources import adk_events, events
 from incidentkit.sources.base import Loaded
@@ -224,7 +224,6 @@ REJECTS = {
     7: r"^content is not an object$",
     8: r"^content.parts is not a list$",
     9: r"^content.parts\[0\] is not an object$",
-    10: r"^sessionId is missing: each event line must carry appName, userId and sessionId$",
     11: r"^partial is not true/false: 'yes'$",
     12: r"^actions.stateDelta is not an object$",
     13: r"^content.parts\[1\].functionCall is not an object$",
@@ -242,7 +241,16 @@ def test_every_unreadable_line_is_rejected_with_its_line_and_reason() -> None:
     assert set(rejects["source"]) == {"events"}
     lines = (DATA / "rejects.jsonl").read_text(encoding="utf-8").splitlines()
     assert rejects["raw"].iloc[0] == lines[0]
-    assert list(loaded.frames["events"]["event_id"]) == ["ok"]
+    # Line 10 names no session: read, with empty keys and a warning, not rejected.
+    assert list(loaded.frames["events"]["event_id"]) == ["no-session", "ok"]
+    assert list(loaded.frames["events"]["session_id"]) == ["", "r1"]
+    assert loaded.warnings[["location", "reason"]].to_dict("records") == [
+        {
+            "location": "rejects.jsonl:10",
+            "reason": "1 events name no session (first at rejects.jsonl:10): give app_name, "
+            "user_id and session_id in [events] for a one-session dump, or add the ledger",
+        }
+    ]
     assert list(loaded.frames["state_writes"]["key"]) == ["k"]
 
 
@@ -295,11 +303,9 @@ def test_milliseconds_in_a_python_source_are_rejected_as_mixed_units() -> None:
     )
 
 
-def test_an_empty_file_gives_empty_frames_and_no_rejects() -> None:
-    loaded = load("empty.jsonl")
-    for name in FRAMES:
-        pd.testing.assert_frame_equal(loaded.frames[name], empty(name))
-    assert loaded.rejects.empty
+def test_an_empty_file_is_a_source_error_naming_it() -> None:
+    with pytest.raises(SourceError, match=r"events: the file is empty: '.*empty\.jsonl'"):
+        load("empty.jsonl")
 
 
 def test_a_missing_file_is_a_source_error() -> None:
@@ -437,7 +443,7 @@ def test_a_file_read_a_chunk_at_a_time_keeps_every_reject(
         map(tuple, whole.rejects.to_numpy().tolist())
     )
     assert list(chunked.rejects["location"]) == [
-        *(f"rejects.jsonl:{n}" for n in range(1, 16)),
+        *(f"rejects.jsonl:{n}" for n in range(1, 16) if n != 10),
         "truncated.jsonl:2",
         "duplicates.jsonl:3",
     ]

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from incidentkit.errors import ParameterError, SchemaError, SourceError
-from incidentkit.frames import empty, spec_of
+from incidentkit.frames import spec_of
 from incidentkit.manifest import Filters, SourceSpec, Window
 from incidentkit.sources import spans
 from incidentkit.sources.base import Loaded
@@ -248,10 +248,10 @@ def test_filters_window_sessions_invocations_after_spreading() -> None:
     assert by_invocation["kind"].iloc[0] == "invocation"
 
 
-def test_empty_export_gives_the_empty_frame(tmp_path: Path) -> None:
-    (tmp_path / "data.json").write_text("")
-    loaded = spans.load(SourceSpec("spans", paths=(tmp_path / "data.json",)), Filters())
-    pd.testing.assert_frame_equal(loaded.frames["spans"], empty("spans"))
+def test_an_empty_export_is_a_source_error_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "data.json").write_text("\n  \n")
+    with pytest.raises(SourceError, match=r"spans: the file is empty: '.*data\.json'"):
+        spans.load(SourceSpec("spans", paths=(tmp_path / "data.json",)), Filters())
 
 
 def test_unknown_file_shape_and_missing_file() -> None:
