@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import io
 import json
 from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -133,21 +134,68 @@ def open_text(
         ) from err
 
 
-def iter_lines(path: Path, *, what: str) -> Generator[tuple[int, str, bool]]:
-    """Yield ``(line number, text, ends_with_newline)`` of a UTF-8 text file, skipping blanks."""
-    with open_text(path, what=what, newline="") as handle:
-        lineno = 0
-        try:
-            for lineno, line in enumerate(handle, start=1):
-                stripped = line.rstrip("\r\n")
-                if stripped.strip():
-                    yield lineno, stripped, line.endswith("\n")
-        except UnicodeDecodeError as err:
+MAX_LINE_BYTES = 32 << 20
+"""The longest line a text source may hold (32 MiB); a longer one is a reject, never read whole."""
+_BINARY_PROBE = 1024
+
+
+def iter_lines(
+    path: Path, *, what: str, sink: RejectSink | None = None
+) -> Generator[tuple[int, str, bool]]:
+    """Yield ``(line number, text, ends_with_newline)`` of a UTF-8 text file, skipping blanks.
+
+    A line that is not UTF-8, or longer than :data:`MAX_LINE_BYTES`, is rejected into ``sink``
+    (skipped when there is none) and the rest of the file is read; memory stays bounded by the
+    limit. A file with a NUL byte in its first KiB is not text: a SourceError.
+    """
+    with _open_binary(path, what=what) as handle:
+        if b"\0" in handle.peek(_BINARY_PROBE)[:_BINARY_PROBE]:
             raise SourceError(
-                f"{what}: file is not UTF-8 text near line {lineno + 1}",
+                f"{what}: the file is binary, not text",
                 value=str(path),
-                fix="export the evidence as UTF-8 text",
-            ) from err
+                fix="point the section at the text export; a SQLite store is given as "
+                'path = "store.db" in [events]',
+            )
+        lineno = 0
+        while raw := handle.readline(MAX_LINE_BYTES + 1):
+            lineno += 1
+            if len(raw) > MAX_LINE_BYTES:
+                while (rest := handle.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                    pass  # the rest of the oversized line, a bounded piece at a time
+                _reject_line(
+                    sink, path, lineno, f"line longer than {MAX_LINE_BYTES >> 20} MiB", raw
+                )
+                continue
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                _reject_line(sink, path, lineno, f"not UTF-8 text (byte {err.start + 1})", raw)
+                continue
+            if lineno == 1:
+                text = text.removeprefix("\ufeff")
+            stripped = text.rstrip("\r\n")
+            if stripped.strip():
+                yield lineno, stripped, text.endswith("\n")
+
+
+def _reject_line(sink: RejectSink | None, path: Path, lineno: int, reason: str, raw: bytes) -> None:
+    if sink is not None:
+        sink.add(f"{path.name}:{lineno}", reason, raw[:200].decode("utf-8", "replace"))
+
+
+def _open_binary(path: Path, *, what: str) -> io.BufferedReader:
+    try:
+        return path.open("rb")
+    except FileNotFoundError as err:
+        raise SourceError(
+            f"{what}: file not found", value=str(path), fix="check the path in the manifest"
+        ) from err
+    except IsADirectoryError as err:
+        raise SourceError(
+            f"{what}: the path is a folder, not a file",
+            value=str(path),
+            fix="name the file itself in the manifest (paths = [...] lists several)",
+        ) from err
 
 
 def read_json_lines(
@@ -174,7 +222,7 @@ def iter_json_line_chunks(
     Lines are decoded as the chunk fills, so only one chunk of objects is ever in memory;
     the rejects of a chunk's lines reach ``sink`` before the chunk is yielded.
     """
-    lines = iter_lines(path, what=what)
+    lines = iter_lines(path, what=what, sink=sink)
     try:
         done = False
         while not done:

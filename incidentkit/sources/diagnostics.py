@@ -116,7 +116,7 @@ def _detect(path: Path) -> str:
 
 def _text_file(path: Path, sink: RejectSink) -> pd.DataFrame:
     """Records of one text log: prefix fields, first-line message, message with stack."""
-    numbers, texts, complete = _columns(iter_lines(path, what="diagnostics"))
+    numbers, texts, complete = _columns(iter_lines(path, what="diagnostics", sink=sink))
     text = pd.Series(texts, dtype="str")
     lines = pd.DataFrame({"lineno": numbers, "text": text, "complete": complete})
     lines["location"] = path.name + ":" + lines["lineno"].astype("str")

@@ -191,20 +191,41 @@ def _read_file(path: Path, fmt: str | None, sink: RejectSink, column: str) -> It
     if shape is None:
         return
     if shape == "document":
-        yield _read_sessions(path, read_json_document(path, what=WHAT), fmt)
+        doc = read_json_document(path, what=WHAT)
+        if _is_event_list(doc):  # a JSON array of events, or of events-table rows
+            locations = [f"{path.name}:[{i}]" for i in range(len(doc))]
+            yield _batch(doc, locations, fmt, column, None)
+        else:
+            yield _read_sessions(path, doc, fmt)
         return
     origin: Origin | None = None
-    rows = False
     for records, locations in iter_json_line_chunks(path, sink, what=WHAT, size=adk_events.CHUNK):
-        if origin is None:
-            rows = _is_row_export(records[0], column)
-            origin = _origin(fmt, [r.get(column) for r in records] if rows else records)
-        if rows:
-            yield _row_batch(records, locations, column, origin)
-        else:
-            meta = pd.DataFrame({"location": locations})
-            yield Batch(pd.Series(records, dtype=object), meta, origin)
-        del records, locations  # before the next chunk is decoded
+        batch = _batch(records, locations, fmt, column, origin)
+        origin = batch.origin  # the first chunk decides for the file
+        yield batch
+        del records, locations, batch  # before the next chunk is decoded
+
+
+def _is_event_list(doc: Any) -> bool:
+    """A JSON array whose first item is an object but not a session (no ``events`` list)."""
+    return isinstance(doc, list) and bool(doc) and isinstance(doc[0], dict) and (
+        not isinstance(doc[0].get("events"), list)
+    )
+
+
+def _batch(
+    records: list[Any], locations: list[str], fmt: str | None, column: str, origin: Origin | None
+) -> Batch:
+    """Bare events, or rows of an events table (the event nested in ``column``)."""
+    first = records[0] if records and isinstance(records[0], dict) else {}
+    rows = _is_row_export(first, column)
+    if rows:
+        events = [r.get(column) if isinstance(r, dict) else r for r in records]
+        batch = _row_batch(records, locations, column, origin or _origin(fmt, events))
+    else:
+        meta = pd.DataFrame({"location": locations})
+        batch = Batch(pd.Series(records, dtype=object), meta, origin or _origin(fmt, records))
+    return batch
 
 
 ROW_KEYS = ("event_id", "app_name", "user_id", "session_id", "invocation_id")
@@ -221,13 +242,16 @@ def _is_row_export(first: dict[str, Any], column: str) -> bool:
 
 
 def _row_batch(
-    records: list[dict[str, Any]], locations: list[str], column: str, origin: Origin
+    records: list[Any], locations: list[str], column: str, origin: Origin
 ) -> Batch:
     """A batch of row objects: the nested events, the rows' own columns as their keys."""
     meta = pd.DataFrame({"location": locations})
     for key in ROW_KEYS:
-        meta[key] = pd.Series([r.get(key) for r in records], dtype=object)
-    return Batch(pd.Series([r.get(column) for r in records], dtype=object), meta, origin)
+        meta[key] = pd.Series(
+            [r.get(key) if isinstance(r, dict) else None for r in records], dtype=object
+        )
+    events = [r.get(column) if isinstance(r, dict) else r for r in records]
+    return Batch(pd.Series(events, dtype=object), meta, origin)
 
 
 def _peek(path: Path) -> str | None:
@@ -288,6 +312,16 @@ def _session_keys(session: Any, path: Path, where: str) -> dict[str, str]:
     return {name: str(value) for name, value in keys.items()}
 
 
+def _as_object(record: Any) -> Any:
+    """A record as an object for detection: event JSON kept as text (a row export) decoded."""
+    if isinstance(record, str):
+        try:
+            return json.loads(record)
+        except (ValueError, RecursionError):
+            return None
+    return record
+
+
 def _origin(fmt: str | None, records: list[Any]) -> Origin:
     """Java or Python event JSON: from the format, else from the first timestamped record.
 
@@ -298,7 +332,7 @@ def _origin(fmt: str | None, records: list[Any]) -> Origin:
         return PYTHON_SESSION_JSON
     if fmt is not None:
         return JAVA_JSON
-    sample = records[:_DETECT_SAMPLE]
+    sample = [_as_object(record) for record in records[:_DETECT_SAMPLE]]
     for record, stamp in zip(sample, pluck(sample, ("timestamp",)), strict=True):
         if type(stamp) not in (int, float):
             continue

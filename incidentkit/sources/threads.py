@@ -112,7 +112,7 @@ def _parse(path: Path, sink: RejectSink) -> list[_Dump]:
     skipping = in_smr = False
     pending_time: str | None = None
     previous, last_complete = 0, True
-    for lineno, text, complete in iter_lines(path, what="threads"):
+    for lineno, text, complete in iter_lines(path, what="threads", sink=sink):
         if lineno != previous + 1:  # a blank line closes a thread block
             thread, skipping = None, False
         previous, last_complete = lineno, complete

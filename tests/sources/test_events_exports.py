@@ -154,3 +154,64 @@ def test_identity_keys_belong_to_events_and_misspellings_get_a_guess(tmp_path: P
     manifest.write_text('[events]\npath = "e.jsonl"\nsesion_id = "s"\n', encoding="utf-8")
     with pytest.raises(ManifestError, match="did you mean sesion_id → session_id"):
         load_manifest(manifest)
+
+
+@pytest.mark.adk
+@pytest.mark.parametrize("by_alias", [False, True])
+def test_bare_adk_python_events_load_in_either_key_style(tmp_path: Path, by_alias: bool) -> None:
+    """``Event.model_dump_json()`` lines, written by the real google-adk (epoch seconds)."""
+    from google.adk.events import Event
+    from google.genai import types
+
+    call = types.FunctionCall(id="call-1", name="order_lookup", args={"order": "A-42"})
+    reply = types.FunctionResponse(id="call-1", name="order_lookup", response={"ok": True})
+    events = [
+        Event(
+            invocation_id="e-1",
+            author="user",
+            content=types.Content(role="user", parts=[types.Part(text="where is A-42?")]),
+            timestamp=1764385800.25,
+        ),
+        Event(
+            invocation_id="e-1",
+            author="support_agent",
+            content=types.Content(role="model", parts=[types.Part(function_call=call)]),
+            timestamp=1764385801.5,
+        ),
+        Event(
+            invocation_id="e-1",
+            author="support_agent",
+            content=types.Content(role="user", parts=[types.Part(function_response=reply)]),
+            timestamp=1764385802.75,
+        ),
+    ]
+    lines = "".join(e.model_dump_json(exclude_none=True, by_alias=by_alias) + "\n" for e in events)
+    (tmp_path / "dump.jsonl").write_text(lines, encoding="utf-8")
+    (tmp_path / "evidence.toml").write_text(
+        '[events]\npath = "dump.jsonl"\napp_name = "support"\nuser_id = "u-1"\n'
+        'session_id = "s-1"\n',
+        encoding="utf-8",
+    )
+    incident = open_evidence(tmp_path)
+    assert incident.rejects.empty and incident.warnings.empty
+    got = incident.events
+    assert got["event_id"].tolist() == [e.id for e in events]
+    assert got["source_format"].unique().tolist() == ["adk-session-json"]
+    assert got["ts"].tolist() == [
+        pd.Timestamp(e.timestamp, unit="s", tz="UTC").floor("us") for e in events
+    ]
+    assert incident.calls["call_id"].tolist() == ["call-1"]
+    assert incident.responses["call_id"].tolist() == ["call-1"]
+
+
+def test_a_json_array_of_bare_events_loads_like_json_lines(tmp_path: Path) -> None:
+    session = [e for e in _events() if e["sessionId"] == _events()[0]["sessionId"]]
+    app, user, sid = (session[0][key] for key in IDENTITY)
+    tail = f'app_name = "{app}"\nuser_id = "{user}"\nsession_id = "{sid}"\n'
+    (tmp_path / "events.json").write_text(json.dumps([*map(_bare, session), 3]))
+    (tmp_path / "evidence.toml").write_text(f'[events]\npath = "events.json"\n{tail}')
+    incident = open_evidence(tmp_path)
+    assert incident.events["event_id"].tolist() == [e["id"] for e in session]
+    assert incident.rejects[["location", "reason"]].values.tolist() == [
+        [f"events.json:[{len(session)}]", "expected a JSON object, got int"]
+    ]
