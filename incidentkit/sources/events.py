@@ -208,8 +208,11 @@ def _read_file(path: Path, fmt: str | None, sink: RejectSink, column: str) -> It
 
 def _is_event_list(doc: Any) -> bool:
     """A JSON array whose first item is an object but not a session (no ``events`` list)."""
-    return isinstance(doc, list) and bool(doc) and isinstance(doc[0], dict) and (
-        not isinstance(doc[0].get("events"), list)
+    return (
+        isinstance(doc, list)
+        and bool(doc)
+        and isinstance(doc[0], dict)
+        and (not isinstance(doc[0].get("events"), list))
     )
 
 
@@ -241,9 +244,7 @@ def _is_row_export(first: dict[str, Any], column: str) -> bool:
     return isinstance(first.get(column), dict | str) and "author" not in first
 
 
-def _row_batch(
-    records: list[Any], locations: list[str], column: str, origin: Origin
-) -> Batch:
+def _row_batch(records: list[Any], locations: list[str], column: str, origin: Origin) -> Batch:
     """A batch of row objects: the nested events, the rows' own columns as their keys."""
     meta = pd.DataFrame({"location": locations})
     for key in ROW_KEYS:
