@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import os
 import tomllib
+import zoneinfo
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,11 +35,20 @@ FORMATS: Mapping[str, tuple[str, ...]] = {
     "diagnostics": ("text", "json"),
     "threads": ("jcmd",),
 }
-_SECTION_KEYS = {"url", "path", "paths", "format", "table", "columns", "naive_timestamps"}
+_SECTION_KEYS = {
+    "url",
+    "path",
+    "paths",
+    "format",
+    "table",
+    "columns",
+    "naive_timestamps",
+    "timezone",
+}
 EVENT_IDENTITY_KEYS = ("app_name", "user_id", "session_id")
 """[events] keys naming the session of events that carry none (a one-session dump)."""
 _EVENTS_KEYS = {*EVENT_IDENTITY_KEYS, "event_column"}
-_TOP_KEYS = {"title", "window", "app_name", "sessions", "invocations", *SECTIONS}
+_TOP_KEYS = {"title", "window", "app_name", "sessions", "invocations", "timezone", *SECTIONS}
 DATABASE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 
 
@@ -83,6 +93,8 @@ class SourceSpec:
     table: str | None = None
     columns: Mapping[str, str] = field(default_factory=dict)
     naive_timestamps: str = "error"
+    """How times without an offset are read: "error" (refused), "utc", or an IANA zone name
+    (the manifest's ``timezone``; ``naive_timestamps = "utc"`` is the older spelling)."""
     sqlite_path: Path | None = None
     """A SQLite file given as ``path`` (opened by path, never through a URL)."""
     identity: Mapping[str, str] = field(default_factory=dict)
@@ -184,7 +196,10 @@ def parse_manifest(data: Mapping[str, Any], *, base: Path, path: Path | None = N
             value=unknown,
             fix=f"{did_you_mean(unknown, _TOP_KEYS)}allowed keys: {sorted(_TOP_KEYS)}",
         )
-    sources = {name: _parse_section(name, data[name], base) for name in SECTIONS if name in data}
+    zone = _timezone("manifest", data.get("timezone")) if "timezone" in data else "error"
+    sources = {
+        name: _parse_section(name, data[name], base, zone) for name in SECTIONS if name in data
+    }
     if not sources:
         raise ManifestError(
             "manifest names no evidence source",
@@ -224,7 +239,7 @@ def _toml_time(value: Any) -> Any:
     return pd.Timestamp(value) if hasattr(value, "tzinfo") else value
 
 
-def _parse_section(name: str, raw: Any, base: Path) -> SourceSpec:
+def _parse_section(name: str, raw: Any, base: Path, zone: str = "error") -> SourceSpec:
     if not isinstance(raw, Mapping):
         raise ManifestError(f"[{name}] must be a table", value=raw, fix=f"write [{name}] ...")
     allowed = _SECTION_KEYS | (_EVENTS_KEYS if name == "events" else set())
@@ -263,8 +278,12 @@ def _parse_section(name: str, raw: Any, base: Path) -> SourceSpec:
         raise ManifestError(
             f'[{name}] naive_timestamps must be "error" or "utc"',
             value=naive,
-            fix='say naive_timestamps = "utc" when the source stores UTC without an offset',
+            fix='say timezone = "UTC" (or the zone the source writes in) instead',
         )
+    if "timezone" in raw:
+        naive = _timezone(f"[{name}]", raw["timezone"])
+    elif naive == "error":
+        naive = zone
     url_ref: str | None = None
     sqlite_path: Path | None = None
     paths: tuple[Path, ...] = ()
@@ -324,6 +343,27 @@ def _check_url(section: str, url: Any) -> str:
             "a password must never be in a manifest, a notebook or git",
         )
     return url
+
+
+def _timezone(where: str, value: Any) -> str:
+    """An IANA zone name checked against the zone database ("UTC" comes back as "utc")."""
+    if isinstance(value, str) and value.upper() == "UTC":
+        return "utc"
+    if isinstance(value, str) and value:
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            pass
+        else:
+            return value
+    known = zoneinfo.available_timezones()
+    guess = did_you_mean([value], known) if isinstance(value, str) else ""
+    raise ManifestError(
+        f"{where} timezone is not a time zone name",
+        value=value,
+        fix=f'{guess}give an IANA name such as "UTC" or "Europe/Berlin" (the zone whose wall '
+        "clock wrote the times that carry no offset)",
+    )
 
 
 def did_you_mean(given: list[str], known: Iterable[str]) -> str:

@@ -8,17 +8,45 @@ source is declared to store UTC without an offset.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from incidentkit.errors import ParameterError
 from incidentkit.frames import TS
 
-Naive = Literal["error", "utc"]
-"""What naive times mean: an error, or UTC wall time (the manifest's ``naive_timestamps``)."""
-NO_OFFSET = "timestamp without a UTC offset"
+Naive = str
+"""What times without an offset mean: ``"error"`` (refused), ``"utc"``, or the IANA zone whose
+wall clock wrote them (the manifest's ``timezone``, e.g. ``"Europe/Berlin"``)."""
+NO_OFFSET = "timestamp without a UTC offset (set timezone in the manifest)"
 NOT_ISO = "not an ISO 8601 timestamp"
+OUT_OF_RANGE = "timestamp out of range (the kit reads 1677-09-22 to 2262-04-11)"
+_NS_PER = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
+_NS_LIMIT = 9.2e18
+
+
+def zone_of(naive: Naive) -> str | None:
+    """The zone naive times are read in, or None when they are refused."""
+    if naive == "error":
+        return None
+    return "UTC" if naive == "utc" else naive
+
+
+def localize(wall: pd.Series, zone: str) -> pd.Series:
+    """Naive wall-clock times of ``zone`` as UTC instants.
+
+    DST: a time in a fall-back fold (it happened twice) is read as its first occurrence, the
+    summer-time one, as Python's ``fold=0`` does; a time in a spring-forward gap (it never
+    happened) is moved forward to the first instant after the gap.
+    """
+    if zone == "UTC":
+        return wall.dt.tz_localize("UTC")
+    first = np.ones(len(wall), dtype=bool)
+    local = wall.dt.tz_localize(zone, ambiguous=first, nonexistent="shift_forward")
+    return local.dt.tz_convert("UTC")
+
+
 _OFFSET = re.compile(r"(?:[zZ]|[+-]\d\d(?::?\d\d)?)$")
 
 
@@ -29,21 +57,25 @@ def parse_utc(
 
     Returns ``(times, reasons)``: ``reasons`` is null where the value parsed (or was null) and
     says why it did not otherwise. Strings are ISO 8601; numbers need ``unit``. Naive values
-    are unreadable unless ``naive="utc"`` says the source stores UTC without an offset.
+    are unreadable unless ``naive`` names the zone that wrote them (``"utc"`` or an IANA name).
     """
     index = values.index
     reasons = pd.Series(None, index=index, dtype=object)
+    zone = zone_of(naive)
     if isinstance(values.dtype, pd.DatetimeTZDtype):
         return values.dt.tz_convert("UTC").dt.as_unit("ns"), reasons
     if pd.api.types.is_datetime64_dtype(values.dtype):
-        if naive == "utc":
-            return values.dt.tz_localize("UTC").dt.as_unit("ns"), reasons
+        if zone is not None:
+            return localize(values, zone).dt.as_unit("ns"), reasons
         reasons[values.notna()] = NO_OFFSET
         return pd.Series(pd.NaT, index=index, dtype=TS), reasons
     present = values.notna()
     if unit is not None:
         numbers = pd.to_numeric(values, errors="coerce")
         reasons[present & numbers.isna()] = f"timestamp is not a number of {unit}"
+        in_range = numbers.abs() * _NS_PER[unit] < _NS_LIMIT
+        reasons[numbers.notna() & ~in_range] = OUT_OF_RANGE
+        numbers = numbers.where(in_range)
         times = pd.to_datetime(numbers, unit=unit, utc=True).dt.as_unit("ns")
         return times, reasons
     times = pd.Series(pd.NaT, index=index, dtype=TS)
@@ -53,10 +85,13 @@ def parse_utc(
     parsed = pd.to_datetime(as_text, format="ISO8601", utc=True, errors="coerce")
     unreadable = parsed.isna()
     reasons[unreadable[unreadable].index] = NOT_ISO
-    if naive == "error":
-        offsetless = ~unreadable & ~as_text.str.contains(_OFFSET, na=False)
+    offsetless = ~unreadable & ~as_text.str.contains(_OFFSET, na=False)
+    if zone is None:
         reasons[offsetless[offsetless].index] = NO_OFFSET
         parsed[offsetless] = pd.NaT
+    elif zone != "UTC" and offsetless.any():
+        wall = parsed[offsetless].dt.tz_localize(None)  # read as UTC above: the wall clock
+        parsed[offsetless] = localize(wall, zone)
     times[present] = parsed.dt.as_unit("ns")
     return times, reasons
 
@@ -70,10 +105,11 @@ def _as_iso_text(value: Any) -> str:
 _TO_UTC_ERRORS = {
     NO_OFFSET: (
         "a timestamp without a UTC offset",
-        "write it in UTC with an offset, e.g. 2026-11-29T03:10:00Z, or declare the source's "
-        "naive times as UTC",
+        "write it in UTC with an offset, e.g. 2026-11-29T03:10:00Z, or name the zone the "
+        'source writes in: timezone = "UTC" (or e.g. "Europe/Berlin") in the manifest',
     ),
     NOT_ISO: ("a value that is not an ISO 8601 timestamp", "write it like 2026-11-29T03:10:00Z"),
+    OUT_OF_RANGE: ("a timestamp out of range", "give a time between 1677 and 2262"),
 }
 
 

@@ -28,7 +28,7 @@ from incidentkit.sources.base import (
     read_json_lines,
     require_content,
 )
-from incidentkit.times import Naive, parse_utc
+from incidentkit.times import NO_OFFSET, Naive, parse_utc
 
 KINDS = (
     "run.start",
@@ -101,11 +101,15 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
         parts.append(part.assign(order=order))
     if not parts:
         return Loaded(frames={"diagnostics": empty("diagnostics")}, rejects=sink.frame())
-    naive: Naive = "utc" if spec.naive_timestamps == "utc" else "error"
+    naive: Naive = spec.naive_timestamps
     frame = _fields(pd.concat(parts, ignore_index=True), sink, naive=naive)
     frame = _filter(frame, filters)
     frame = frame.sort_values(["ts", "order", "lineno"], kind="stable").reset_index(drop=True)
-    return Loaded(frames={"diagnostics": conform("diagnostics", frame)}, rejects=sink.frame())
+    return Loaded(
+        frames={"diagnostics": conform("diagnostics", frame)},
+        rejects=sink.frame(),
+        warnings=sink.warnings(),
+    )
 
 
 def _detect(path: Path) -> str:
@@ -225,10 +229,9 @@ def _fields(rows: pd.DataFrame, sink: RejectSink, *, naive: Naive) -> pd.DataFra
     ts_text = rows["ts"].astype("str").str.replace(",", ".", regex=False)
     out["ts"], ts_reasons = parse_utc(ts_text, naive=naive)
     ts_reasons[rows["ts"].isna()] = "log line without a timestamp"
-    naive_rows = ts_reasons.eq("timestamp without a UTC offset")
-    ts_reasons[naive_rows] = (
-        'timestamp without a UTC offset; say naive_timestamps = "utc" in [diagnostics] '
-        "if the log is written in UTC"
+    ts_reasons[ts_reasons.eq(NO_OFFSET)] = (
+        'timestamp without a UTC offset: set timezone = "UTC" (or the zone the JVM logs in, '
+        'e.g. "Europe/Berlin") in [diagnostics] or at the top of the manifest'
     )
     reasons = reasons.where(reasons.notna(), ts_reasons)
     cut = reasons.notna() & rows["truncated"].astype(bool)

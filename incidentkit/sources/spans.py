@@ -80,7 +80,11 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
     frame = _filter(frame, filters)
     frame = frame.sort_values(["start", "trace_id", "span_id"], kind="stable")
     frame = frame.reset_index(drop=True)  # conform aligns on the index
-    return Loaded(frames={"spans": conform("spans", frame)}, rejects=sink.frame())
+    return Loaded(
+        frames={"spans": conform("spans", frame)},
+        rejects=sink.frame(),
+        warnings=sink.warnings(),
+    )
 
 
 def span_payloads(

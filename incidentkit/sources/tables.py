@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from incidentkit.sources.base import (
     read_json_lines,
     require_content,
 )
-from incidentkit.times import parse_utc
+from incidentkit.times import parse_utc, zone_of
 
 _FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 
@@ -135,22 +135,28 @@ def _read_sql(
                 for c in layout.times
                 if c in present and names[c] in info.naive_time_columns
             )
-            if naive and spec.naive_timestamps != "utc":
+            zone = zone_of(spec.naive_timestamps)
+            if naive and zone is None:
                 raise SchemaError(
                     f"{what}: columns store timestamps without a time zone",
                     value=naive,
-                    fix=f'if they hold UTC, set naive_timestamps = "utc" in the manifest\'s '
-                    f"[{spec.section}] section; otherwise convert them to a time-zone-aware type",
+                    fix=f'set timezone = "UTC" (or the zone they were written in, e.g. '
+                    f'"Europe/Berlin") in [{spec.section}] or at the top of the manifest; or '
+                    "convert them to a time-zone-aware type",
                 )
-            statement = _select(conn, layout, names, present, info, filters)
+            # Local wall times cannot be compared with UTC bounds in SQL: pandas applies the
+            # window after parsing them in their zone.
+            local = bool(naive) and zone != "UTC"
+            in_sql = replace(filters, window=None) if local else filters
+            statement = _select(conn, layout, names, present, info, in_sql)
             raw = sql.read_frame(conn, statement, what=what)
-            dialect = conn.dialect.name
+            exact = conn.dialect.name == "postgresql" and not local
     finally:
         engine.dispose()
     # Only PostgreSQL's result is exact; pandas applies the filters again elsewhere: MySQL
     # collations fold case and trailing spaces in the text filters, and SQLite text times not in
     # SQLAlchemy's form pass the window unfiltered (sql.time_unknown) to be placed after parsing.
-    return raw.reindex(columns=layout.columns), f"{table}:", dialect == "postgresql"
+    return raw.reindex(columns=layout.columns), f"{table}:", exact
 
 
 def _select(

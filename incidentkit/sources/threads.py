@@ -2,10 +2,11 @@
 form of ``jcmd <pid> Thread.dump_to_file``, which also lists virtual threads (an unnamed one is
 called by its id, ``#30``). One row per thread; ``frames`` excludes lock and monitor lines.
 
-HotSpot prints the dump time as the JVM's local wall clock without a zone. It is read as UTC
-when the manifest says ``naive_timestamps = "utc"``; otherwise a UTC time in the file name
-(``dump-2026-11-29T03:12:01Z.txt``) fixes the JVM's UTC offset (rounded to 15 minutes), which
-then applies to every dump of the file.
+HotSpot prints the dump time as the JVM's local wall clock without a zone. It is read in the
+manifest's ``timezone`` (``"UTC"``, ``"Europe/Berlin"``, ...) when one is given; otherwise a UTC
+time in the file name (``dump-2026-11-29T03:12:01Z.txt``) fixes the JVM's UTC offset (rounded
+to 15 minutes), which then applies to every dump of the file. Without either the threads still
+load, with ``taken_at`` unknown and a warning: comparing stacks needs no clock.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from incidentkit.errors import SchemaError, SourceError
+from incidentkit.errors import SourceError
 from incidentkit.frames import conform
 from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources.base import Loaded, RejectSink, iter_lines, require_content
+from incidentkit.times import localize, zone_of
 
 UNKNOWN = "UNKNOWN"
 _LOCAL_TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
@@ -80,7 +82,7 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
     for path in spec.paths:
         require_content(path, what="threads")
         dumps = _parse(path, sink)
-        times = _times(dumps, path, sink, utc=spec.naive_timestamps == "utc")
+        times = _times(dumps, path, sink, zone=zone_of(spec.naive_timestamps))
         for i, (dump, taken_at) in enumerate(zip(dumps, times, strict=True)):
             name = path.name if len(dumps) == 1 else f"{path.name}#{i + 1}"
             rows += [
@@ -101,7 +103,11 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
         taken = frame["taken_at"]
         inside = taken.ge(filters.window.start) & taken.lt(filters.window.end)
         frame = frame.loc[inside | taken.isna()].reset_index(drop=True)
-    return Loaded(frames={"threads": conform("threads", frame)}, rejects=sink.frame())
+    return Loaded(
+        frames={"threads": conform("threads", frame)},
+        rejects=sink.frame(),
+        warnings=sink.warnings(),
+    )
 
 
 def _parse(path: Path, sink: RejectSink) -> list[_Dump]:
@@ -170,41 +176,59 @@ def _parse(path: Path, sink: RejectSink) -> list[_Dump]:
 
 
 def _times(
-    dumps: list[_Dump], path: Path, sink: RejectSink, *, utc: bool
+    dumps: list[_Dump], path: Path, sink: RejectSink, *, zone: str | None
 ) -> list[pd.Timestamp | None]:
-    """The UTC time each dump was taken (see the module docstring)."""
-    local = [None if d.plain or d.time is None else pd.Timestamp(d.time) for d in dumps]
+    """The UTC time each dump was taken (see the module docstring); None when unknown.
+
+    A dump whose time cannot be placed still loads: its stacks need no clock to be compared
+    with the next dump's, so it gets a warning, not a reject.
+    """
+    local = [None if d.plain or d.time is None else _wall(d.time) for d in dumps]
     found = _FILE_TIME.search(path.name)
     named = None
     if found:
-        day, hh, mm, ss, frac, zone = found.groups()
-        named = pd.Timestamp(f"{day}T{hh}:{mm}:{ss}{'.' + frac if frac else ''}{zone}")
+        day, hh, mm, ss, frac, offset_text = found.groups()
+        named = _wall(f"{day}T{hh}:{mm}:{ss}{'.' + frac if frac else ''}{offset_text}")
     known = [t for t in local if t is not None]
-    offset = pd.Timedelta(0)
-    if known and not utc:
+    offset: pd.Timedelta | None = pd.Timedelta(0)
+    if known and zone is None:
         if named is None:
-            raise SchemaError(
-                f"threads: {path.name} gives its dump time in the JVM's local time, without a zone",
-                value=str(known[0]),
-                fix='say naive_timestamps = "utc" in [threads] if the JVM ran in UTC, or '
+            offset = None
+            sink.warn(
+                f"{path.name}:{dumps[0].lineno}",
+                "dump time is the JVM's local time without a zone, so taken_at is unknown: set "
+                'timezone = "UTC" (or the JVM\'s zone, e.g. "Europe/Berlin") in [threads], or '
                 "put the dump's UTC time in the file name, e.g. dump-2026-11-29T03:12:01Z.txt",
             )
-        named_utc = named.tz_convert("UTC").tz_localize(None)
-        offset = round((named_utc - known[0]) / _STEP) * _STEP
+        else:
+            named_utc = named.tz_convert("UTC").tz_localize(None)
+            offset = round((named_utc - known[0]) / _STEP) * _STEP
     times: list[pd.Timestamp | None] = []
     for dump, wall in zip(dumps, local, strict=True):
         if dump.plain:
-            times.append(pd.Timestamp(dump.time).tz_convert("UTC"))
-        elif wall is not None:
+            stamp = _wall(dump.time or "")
+            times.append(None if stamp is None else stamp.tz_convert("UTC"))
+        elif wall is not None and zone is not None:
+            times.append(localize(pd.Series([wall]), zone).iloc[0])
+        elif wall is not None and offset is not None:
             times.append((wall + offset).tz_localize("UTC"))
-        elif named is not None and len(dumps) == 1:
+        elif wall is None and named is not None and len(dumps) == 1:
             times.append(named.tz_convert("UTC"))
         else:
             times.append(None)
-            sink.add(
-                f"{path.name}:{dump.lineno}",
-                "dump has no timestamp line before 'Full thread dump'; its threads have no "
-                "taken_at (put the dump's UTC time in the file name)",
-                None,
-            )
+            if wall is None:
+                sink.warn(
+                    f"{path.name}:{dump.lineno}",
+                    "dump has no readable timestamp line before 'Full thread dump'; its threads "
+                    "have no taken_at (put the dump's UTC time in the file name)",
+                )
     return times
+
+
+def _wall(text: str) -> pd.Timestamp | None:
+    """A dump's time as written, or None when it is no date pandas can hold."""
+    try:
+        stamp = pd.Timestamp(text)
+    except (ValueError, OverflowError):  # impossible dates, years outside 1677-2262
+        return None
+    return None if pd.isna(stamp) else stamp

@@ -149,7 +149,7 @@ def test_naive_timestamps_are_rejected_unless_declared_utc() -> None:
     refused = load("naive.log")
     assert refused.frames["diagnostics"].empty
     assert refused.rejects["location"].tolist() == ["naive.log:1", "naive.log:2"]
-    assert refused.rejects["reason"].str.contains('naive_timestamps = "utc"').all()
+    assert refused.rejects["reason"].str.contains('set timezone = "UTC"').all()
     accepted = frame("naive.log", naive="utc")
     assert accepted["ts"].tolist() == [
         utc("2026-11-29T03:10:00.123Z"),
@@ -167,8 +167,8 @@ def test_every_reject_reason() -> None:
         "rejects.log:3": "no log prefix (timestamp, level, logger) and not a stack line",
         "rejects.log:4": "bad ms= number: 12x",
         "rejects.log:5": "bad llmCalls=/calls= number: lots",
-        "rejects.log:6": 'timestamp without a UTC offset; say naive_timestamps = "utc" in '
-        "[diagnostics] if the log is written in UTC",
+        "rejects.log:6": 'timestamp without a UTC offset: set timezone = "UTC" (or the zone '
+        'the JVM logs in, e.g. "Europe/Berlin") in [diagnostics] or at the top of the manifest',
         "rejects.log:8": "truncated last line: the file ends mid-line",
     }
     assert loaded.rejects.set_index("location").loc["rejects.log:3", "raw"] == (

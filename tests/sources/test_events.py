@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -319,11 +320,12 @@ def test_a_database_format_on_files_is_a_source_error(fmt: str) -> None:
         load("java_events.jsonl", fmt=fmt)
 
 
-def test_a_json_list_that_is_not_sessions_is_a_schema_error(tmp_path: Path) -> None:
+def test_a_json_list_of_sessions_with_a_stray_item_is_a_schema_error(tmp_path: Path) -> None:
     path = tmp_path / "events.json"
-    path.write_text('[{"id": "x", "author": "user"}]\n', encoding="utf-8")
+    session = {"id": "s", "appName": "a", "userId": "u", "events": []}
+    path.write_text(json.dumps([session, 3]), encoding="utf-8")
     spec = SourceSpec("events", paths=(path,))
-    with pytest.raises(SchemaError, match=r"not an ADK session document.*events\.json:\[0\]"):
+    with pytest.raises(SchemaError, match=r"not an ADK session document.*events\.json:\[1\]"):
         events.load(spec, Filters())
 
 

@@ -97,7 +97,7 @@ def test_every_bad_row_is_rejected_with_its_line() -> None:
         ("bad.csv:4", "result: malformed JSON (Expecting property name enclosed in double quotes "
          "at column 2)"),
         ("bad.csv:5", "missing key"),
-        ("bad.csv:6", "created_at: timestamp without a UTC offset"),
+        ("bad.csv:6", "created_at: timestamp without a UTC offset (set timezone in the manifest)"),
         ("bad.csv:8", "missing updated_at"),
     ]  # fmt: skip
     assert set(loaded.rejects["source"]) == {"journal"}

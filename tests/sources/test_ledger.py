@@ -116,7 +116,7 @@ def test_every_bad_csv_row_is_rejected_with_its_line() -> None:
     assert loaded.frames["runs"]["status"].tolist() == ["DONE", "DONE"]
     assert sorted(rejects_of(loaded), key=lambda r: int(r[0].split(":")[1])) == [
         ("bad.csv:3", "started_at: not an ISO 8601 timestamp"),
-        ("bad.csv:4", "updated_at: timestamp without a UTC offset"),
+        ("bad.csv:4", "updated_at: timestamp without a UTC offset (set timezone in the manifest)"),
         ("bad.csv:5", "attempts is not an integer: 2.5"),
         ("bad.csv:6", "request: malformed JSON (Expecting property name enclosed in double "
          "quotes at column 2)"),
@@ -152,8 +152,8 @@ def test_naive_file_timestamps_are_rejected_unless_declared_utc() -> None:
     assert rejects_of(refused) == [
         (
             "naive.csv:2",
-            "started_at: timestamp without a UTC offset; "
-            "updated_at: timestamp without a UTC offset",
+            "started_at: timestamp without a UTC offset (set timezone in the manifest); "
+            "updated_at: timestamp without a UTC offset (set timezone in the manifest)",
         )
     ]
     accepted = ledger.load(files("naive.csv", naive_timestamps="utc"), Filters())

@@ -232,7 +232,7 @@ def test_naive_timestamp_columns_need_the_manifest_to_say_utc(db_url: str) -> No
     with pytest.raises(
         SchemaError,
         match=r"without a time zone: \['lease_until', 'started_at', 'updated_at'\]\. "
-        r'if they hold UTC, set naive_timestamps = "utc"',
+        r'set timezone = "UTC" \(or the zone they were written in',
     ):
         ledger.load(refused, Filters())
     accepted = db_spec("ledger", db_url, naive_timestamps="utc")

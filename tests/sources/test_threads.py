@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from incidentkit.errors import SchemaError, SourceError
+from incidentkit.errors import SourceError
 from incidentkit.frames import spec_of
 from incidentkit.manifest import Filters, SourceSpec, Window
 from incidentkit.sources import threads
@@ -97,9 +97,15 @@ def test_several_dumps_in_one_file_are_numbered() -> None:
     assert same["RxCachedThreadScheduler-3"] == 1
 
 
-def test_local_dump_time_without_utc_hint_is_a_schema_error() -> None:
-    with pytest.raises(SchemaError, match=r"naive_timestamps = \"utc\".*dump-2026-11-29T03:12:01Z"):
-        load("two_dumps.txt")
+def test_an_undated_dump_loads_its_stacks_with_a_warning() -> None:
+    """No zone and no UTC file name: taken_at is unknown, the stacks still compare."""
+    loaded = load("two_dumps.txt")
+    got = loaded.frames["threads"]
+    assert len(got) > 0 and got["taken_at"].isna().all()
+    assert loaded.rejects.empty
+    [reason] = loaded.warnings["reason"].tolist()
+    assert 'set timezone = "UTC"' in reason and "dump-2026-11-29T03:12:01Z" in reason
+    assert got["dump"].unique().tolist() == ["two_dumps.txt#1", "two_dumps.txt#2"]
 
 
 def test_dump_to_file_text_lists_virtual_threads() -> None:
