@@ -131,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
         "notebook, an HTML report and findings.json. Exit 0 clean, 1 findings need action, "
         "2 evidence incomplete, 3 usage or manifest error, 4 notebook failed.",
     )
-    run.add_argument("flow", choices=sorted(FLOWS), help="the triage flow to run")
+    run.add_argument("flow", help=f"the triage flow to run: {', '.join(sorted(FLOWS))}")
     run.add_argument("--evidence", required=True, help="evidence.toml or its folder")
     run.add_argument(
         "-p",
@@ -153,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Copy a flow notebook with its parameters filled in, to open in JupyterLab.",
     )
     new.add_argument("incident", help="incident name, e.g. INC-1234")
-    new.add_argument("--flow", required=True, choices=sorted(FLOWS))
+    new.add_argument("--flow", required=True, help=f"one of {', '.join(sorted(FLOWS))}")
     new.add_argument("--evidence", required=True, help="evidence.toml or its folder")
     new.add_argument("--out", help="folder to write into (default incidents/INCIDENT)")
     new.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"))

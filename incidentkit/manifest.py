@@ -262,7 +262,8 @@ def _parse_section(name: str, raw: Any, base: Path, zone: str = "error") -> Sour
         raise ManifestError(
             f"[{name}] format is not one the kit reads",
             value=fmt,
-            fix=f"use one of {', '.join(FORMATS[name])}, or leave it out to detect it",
+            fix=f"{did_you_mean([str(fmt)], FORMATS[name])}use one of "
+            f"{', '.join(FORMATS[name])}, or leave it out to detect it",
         )
     columns = raw.get("columns", {})
     if not isinstance(columns, Mapping) or not all(

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from incidentkit.errors import NotebookError, ParameterError
-from incidentkit.manifest import find_manifest, load_manifest
+from incidentkit.manifest import did_you_mean, find_manifest, load_manifest
 from incidentkit.redact import url_secrets
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
@@ -45,7 +45,9 @@ def notebook_path(flow: str) -> Path:
     """The committed notebook of ``flow``."""
     if flow not in FLOWS:
         raise ParameterError(
-            "unknown flow", value=flow, fix=f"use one of {', '.join(sorted(FLOWS))}"
+            "unknown flow",
+            value=flow,
+            fix=f"{did_you_mean([flow], FLOWS)}use one of {', '.join(sorted(FLOWS))}",
         )
     path = NOTEBOOKS / FLOWS[flow]
     if not path.is_file():
@@ -74,7 +76,8 @@ def coerce_parameters(flow: str, raw: Mapping[str, str]) -> dict[str, Any]:
             raise ParameterError(
                 f"the {flow} notebook has no parameter",
                 value=name,
-                fix=f"its parameters are {', '.join(sorted(declared))}",
+                fix=f"{did_you_mean([name], declared)}its parameters are "
+                f"{', '.join(sorted(declared))}",
             )
         kind = str(declared[name].get("inferred_type_name", "None"))
         values[name] = _coerce(name, kind, text)

@@ -245,6 +245,15 @@ def iter_json_line_chunks(
         lines.close()  # an abandoned chunk iterator closes the file
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # Python's json reads NaN and Infinity; JSON has none
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` that refuses NaN and Infinity (a ValueError, like any malformed text)."""
+    return json.loads(text, parse_constant=_no_constant)
+
+
 JSON_ERRORS = (ValueError, RecursionError)
 """What ``json.loads`` raises: malformed text (JSONDecodeError, a ValueError), an integer past
 Python's digit limit (ValueError), nesting past the recursion limit (RecursionError)."""
@@ -264,7 +273,7 @@ def _json_object(
 ) -> dict[str, Any] | None:
     """The JSON object on one line, or None after rejecting the line with a reason."""
     try:
-        value = json.loads(text)
+        value = loads(text)
     except JSON_ERRORS as err:
         reason = (
             "truncated line: the file ends in the middle of a record"
@@ -285,7 +294,7 @@ def read_json_document(path: Path, *, what: str) -> Any:
         text = handle.read()
     try:
         with bulk_decoding():
-            return json.loads(text)
+            return loads(text)
     except json.JSONDecodeError as err:
         truncated = err.pos >= len(text.rstrip()) - 1
         raise SourceError(
@@ -310,7 +319,7 @@ def parse_json_values(values: pd.Series) -> tuple[pd.Series, pd.Series]:
         for i, value in enumerate(values.to_numpy(dtype=object)):
             if isinstance(value, str):
                 try:
-                    out[i] = json.loads(value)
+                    out[i] = loads(value)
                 except JSON_ERRORS as err:
                     reasons[i] = json_failure(err)
             elif value is None or (isinstance(value, float) and np.isnan(value)):

@@ -106,11 +106,12 @@ def _read_database(spec: SourceSpec, filters: Filters, environ: Mapping[str, str
             value={"table": spec.table, "columns": dict(spec.columns)},
             fix="remove them: ADK Python's tables (events, adk_internal_metadata) are fixed",
         )
-    engine = sql.open_source(spec, environ, what=WHAT)
+    what = f"{WHAT} {spec.location()}"  # every message names the store
+    engine = sql.open_source(spec, environ, what=what)
     try:
-        with sql.connect(engine, what=WHAT) as conn:
+        with sql.connect(engine, what=what) as conn:
             if _is_python_store(conn, spec):
-                return adk_python.read(conn, filters, what=WHAT)
+                return adk_python.read(conn, filters, what=what)
             return _read_java_table(conn, spec, filters)
     finally:
         engine.dispose()

@@ -175,8 +175,9 @@ def open_sqlite(path: Path, *, what: str) -> Engine:
 
     # Named binds: SQLAlchemy's qmark rendering rewrites a "%(name)s" inside a quoted
     # identifier into a placeholder (seen with SQLAlchemy 2.1); sqlite3 parses :name itself.
+    shown = sa.URL.create("sqlite", database=str(path))  # for messages; creator connects
     engine = sa.create_engine(
-        "sqlite://", creator=connect, poolclass=sa.pool.NullPool, paramstyle="named"
+        shown, creator=connect, poolclass=sa.pool.NullPool, paramstyle="named"
     )
     if copy_dir is not None:
         cleanup = weakref.finalize(engine, shutil.rmtree, copy_dir, ignore_errors=True)
@@ -250,7 +251,7 @@ def connect(engine: Engine, *, what: str) -> Iterator[Connection]:
     except DBAPIError as err:
         raise SourceError(
             f"{what}: the database refused a statement",
-            value=first_line(err.orig if err.orig else err),
+            value=f"{safe}: {first_line(err.orig if err.orig else err)}",
             fix="check that the file or server is a database of the kind the manifest names, "
             "and that the database user may read it",
         ) from err

@@ -15,6 +15,7 @@ rejected with a reason. Empty text counts as missing, as CSV cannot tell the two
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,6 +30,7 @@ from incidentkit.frames import conform, spec_of
 from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources import sql
 from incidentkit.sources.base import (
+    MAX_LINE_BYTES,
     Loaded,
     RejectSink,
     canonical_json,
@@ -38,6 +40,16 @@ from incidentkit.sources.base import (
     require_content,
 )
 from incidentkit.times import parse_utc, zone_of
+
+_INT64 = 2.0**63
+
+
+def _number_text(value: Any) -> Any:
+    """A value ``to_numeric`` can take: huge ints as floats (they fail the 64-bit check)."""
+    if type(value) is int and abs(value) >= 2**63:
+        return float("inf")
+    return value if isinstance(value, str | int | float | type(None)) else None
+
 
 _FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 
@@ -235,11 +247,18 @@ def _read_files(
 
 
 def read_csv_rows(path: Path, sink: RejectSink, *, what: str) -> tuple[pd.DataFrame, list[str]]:
-    """Read a CSV file with a header row as text; ragged rows become rejects."""
+    """Read a CSV file with a header row as text; ragged or non-UTF-8 rows become rejects.
+
+    A field may be as long as a text line may (:data:`MAX_LINE_BYTES`); bytes that are not
+    UTF-8 are kept as surrogates while reading, so only their row is rejected.
+    """
     header: list[str] | None = None
     rows: list[list[str]] = []
     locations: list[str] = []
-    with open_text(path, what=what, encoding="utf-8-sig", newline="") as handle:
+    csv.field_size_limit(MAX_LINE_BYTES)
+    with open_text(
+        path, what=what, encoding="utf-8-sig", errors="surrogateescape", newline=""
+    ) as handle:
         reader = csv.reader(handle, strict=True)
         last = 0
         try:
@@ -247,18 +266,20 @@ def read_csv_rows(path: Path, sink: RejectSink, *, what: str) -> tuple[pd.DataFr
                 start, last = last + 1, reader.line_num
                 if not record or (len(record) == 1 and not record[0].strip()):
                     continue
-                if header is None:
-                    header = record
+                where = f"{path.name}:{start}"
+                if any(_NOT_UTF8.search(field) for field in record):
+                    raw = ",".join(record).encode("utf-8", "surrogateescape")
+                    sink.add(where, "not UTF-8 text", raw.decode("utf-8", "replace"))
+                elif header is None:
+                    header = _header(record, path, what=what)
                 elif len(record) != len(header):
                     sink.add(
-                        f"{path.name}:{start}",
-                        f"expected {len(header)} fields, got {len(record)}",
-                        ",".join(record),
+                        where, f"expected {len(header)} fields, got {len(record)}", ",".join(record)
                     )
                 else:
                     rows.append(record)
-                    locations.append(f"{path.name}:{start}")
-        except (csv.Error, UnicodeDecodeError) as err:
+                    locations.append(where)
+        except csv.Error as err:
             raise SourceError(
                 f"{what}: unreadable CSV after line {last} ({err})",
                 value=str(path),
@@ -271,6 +292,20 @@ def read_csv_rows(path: Path, sink: RejectSink, *, what: str) -> tuple[pd.DataFr
             fix="export it with a header naming the columns",
         )
     return pd.DataFrame(rows, columns=header, dtype=object), locations
+
+
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
+
+
+def _header(record: list[str], path: Path, *, what: str) -> list[str]:
+    repeated = sorted({name for name in record if record.count(name) > 1})
+    if repeated:
+        raise SchemaError(
+            f"{what}: the CSV header repeats columns",
+            value=repeated,
+            fix="export the file again with each column named once",
+        )
+    return record
 
 
 def _normalise(layout: Layout, raw: pd.DataFrame, *, naive: Any) -> tuple[pd.DataFrame, pd.Series]:
@@ -288,10 +323,10 @@ def _normalise(layout: Layout, raw: pd.DataFrame, *, naive: Any) -> tuple[pd.Dat
         elif col in layout.ints:
             if pd.api.types.infer_dtype(values, skipna=True) not in _NO_BOOLS:
                 values = values.mask(values.map(type).eq(bool))  # JSON true is no integer
-            numbers = pd.to_numeric(values, errors="coerce")
-            whole = numbers.notna() & numbers.eq(numbers.round())
+            numbers = pd.to_numeric(values.map(_number_text), errors="coerce")
+            whole = numbers.notna() & numbers.eq(numbers.round()) & numbers.abs().lt(_INT64)
             bad = raw[col].notna() & ~whole
-            reasons = _note(reasons, bad, f"{col} is not an integer: ", raw[col])
+            reasons = _note(reasons, bad, f"{col} is not a 64-bit integer: ", raw[col])
             out[col] = numbers.where(whole, 0).astype("int64")
         else:
             out[col] = values

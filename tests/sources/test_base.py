@@ -63,9 +63,9 @@ def test_read_json_lines_decodes_with_the_collector_paused(
     collector_states: list[bool] = []
     real_loads = json.loads
 
-    def loads(text: str) -> Any:
+    def loads(text: str, **options: Any) -> Any:
         collector_states.append(gc.isenabled())
-        return real_loads(text)
+        return real_loads(text, **options)
 
     monkeypatch.setattr(json, "loads", loads)
     sink = RejectSink("spans")

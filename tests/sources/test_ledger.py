@@ -117,14 +117,14 @@ def test_every_bad_csv_row_is_rejected_with_its_line() -> None:
     assert sorted(rejects_of(loaded), key=lambda r: int(r[0].split(":")[1])) == [
         ("bad.csv:3", "started_at: not an ISO 8601 timestamp"),
         ("bad.csv:4", "updated_at: timestamp without a UTC offset (set timezone in the manifest)"),
-        ("bad.csv:5", "attempts is not an integer: 2.5"),
+        ("bad.csv:5", "attempts is not a 64-bit integer: 2.5"),
         ("bad.csv:6", "request: malformed JSON (Expecting property name enclosed in double "
          "quotes at column 2)"),
         ("bad.csv:7", "missing run_id"),
         ("bad.csv:8", "status RETRYING is not one of RUNNING, PAUSED, DONE, FAILED, PARKED"),
         ("bad.csv:9", "duplicate run_id; kept the row updated last, at bad.csv:2"),
         ("bad.csv:10", "expected 12 fields, got 3"),
-        ("bad.csv:13", "attempts is not an integer: x; missing started_at"),
+        ("bad.csv:13", "attempts is not a 64-bit integer: x; missing started_at"),
     ]  # fmt: skip
     assert set(loaded.rejects["source"]) == {"ledger"}
     assert (
@@ -142,7 +142,7 @@ def test_every_bad_jsonl_line_is_rejected_with_its_line() -> None:
          "column 46)"),
         ("bad.jsonl:3", "expected a JSON object, got list"),
         ("bad.jsonl:5", "truncated line: the file ends in the middle of a record"),
-        ("bad.jsonl:4", "attempts is not an integer: True"),
+        ("bad.jsonl:4", "attempts is not a 64-bit integer: True"),
     ]  # fmt: skip
 
 

@@ -167,7 +167,8 @@ def test_sqlite_text_values_that_are_not_times_or_json_are_rejected(sqlite_path:
         [
             "agent_run:r-1",
             "request: malformed JSON (Expecting property name enclosed in double quotes at "
-            "column 2); attempts is not an integer: two; started_at: not an ISO 8601 timestamp",
+            "column 2); attempts is not a 64-bit integer: two; "
+            "started_at: not an ISO 8601 timestamp",
         ]
     ]
 
