@@ -75,6 +75,14 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
     frame["end"] = pd.to_datetime(frame["end_ns"].astype("Int64"), unit="ns", utc=True)
     frame["duration_ms"] = (frame["end"] - frame["start"]).dt.total_seconds() * 1000.0
     frame = _derive(frame)
+    other = frame["kind"].eq(SpanKind.OTHER)
+    if other.any():
+        names = ", ".join(repr(n) for n in frame.loc[other, "name"].value_counts().index[:3])
+        sink.warn(
+            str(frame.loc[other, "location"].iloc[0]),
+            f"{int(other.sum())} spans are of no kind the kit knows (not an ADK agent, model or "
+            f"tool span), e.g. {names}; they are kept with kind {SpanKind.OTHER}",
+        )
     for col in ("invocation_id", "session_id"):
         frame[col] = _propagate(frame, col)
     frame = _filter(frame, filters)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -262,7 +262,7 @@ def read_csv_rows(path: Path, sink: RejectSink, *, what: str) -> tuple[pd.DataFr
         reader = csv.reader(handle, strict=True)
         last = 0
         try:
-            for record in reader:
+            for record in _records(reader, path, sink):
                 start, last = last + 1, reader.line_num
                 if not record or (len(record) == 1 and not record[0].strip()):
                     continue
@@ -295,6 +295,24 @@ def read_csv_rows(path: Path, sink: RejectSink, *, what: str) -> tuple[pd.DataFr
 
 
 _NOT_UTF8 = re.compile("[\udc80-\udcff]")
+_FIELD_LIMIT = "field larger than field limit"
+
+
+def _records(reader: Any, path: Path, sink: RejectSink) -> Iterator[list[str]]:
+    """The reader's records; a field over the size limit rejects its record, not the file."""
+    while True:
+        try:
+            yield next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            if _FIELD_LIMIT not in str(err):
+                raise
+            sink.add(
+                f"{path.name}:{reader.line_num}",
+                f"a field is longer than the limit of {MAX_LINE_BYTES:,} bytes",
+                None,
+            )
 
 
 def _header(record: list[str], path: Path, *, what: str) -> list[str]:

@@ -132,19 +132,22 @@ def _parse(path: Path, sink: RejectSink) -> list[_Dump]:
             thread, skipping, in_smr, pending_time = None, False, False, None
         elif dump is None or dump.ended:
             continue  # text around the dumps: pid line, command echo, heap summary
-        elif in_smr:
+        elif in_smr and not line.startswith('"'):
             in_smr = line != "}"
         elif line.startswith("Threads class SMR info"):
             in_smr = True
         elif _TRAILER.match(line):
             dump.ended, thread = True, None
         elif line.startswith('"') or (dump.plain and line.startswith("#")):
+            if in_smr:  # a header inside the SMR block: the block was cut before its "}"
+                in_smr = False
+                sink.warn(f"{path.name}:{lineno}", "Threads class SMR info block never closed")
             name = _plain_name(line) if dump.plain else _hotspot_name(line)
             thread, skipping = None, name is None
             if name is None:
-                sink.add(
+                sink.warn(
                     f"{path.name}:{lineno}",
-                    "thread header cannot be parsed (its stack lines are skipped)",
+                    "thread header not recognised (its stack lines are skipped)",
                     text,
                 )
             else:
@@ -165,6 +168,12 @@ def _parse(path: Path, sink: RejectSink) -> list[_Dump]:
             fix="give the output of jcmd <pid> Thread.print (or Thread.dump_to_file -format=text)",
         )
     last = dumps[-1]
+    if in_smr:
+        sink.add(
+            f"{path.name}:{last.lineno}",
+            "dump cut inside its Threads class SMR info block: no thread of it was read",
+            None,
+        )
     if thread is not None and (not last_complete or not last.plain):
         sink.add(
             f"{path.name}:{thread.lineno}",

@@ -179,3 +179,34 @@ def test_unknown_suffix_asks_for_a_format(tmp_path: Path) -> None:
         ledger.load(SourceSpec("ledger", paths=(tmp_path / "ledger.txt",)), Filters())
     spec = SourceSpec("ledger", paths=(DATA / "runs.jsonl",), format="jsonl")
     assert len(ledger.load(spec, Filters()).frames["runs"]) == len(RUNS)
+
+
+def test_an_oversized_csv_field_rejects_its_row_not_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from incidentkit.sources import tables
+
+    monkeypatch.setattr(tables, "MAX_LINE_BYTES", 4096)  # the real limit is 32 MiB
+    lines = (DATA / "runs.csv").read_text(encoding="utf-8").splitlines()
+    header, first, rest = lines[0], lines[1], lines[2:]
+    huge = first.replace('"{', '"{""pad"": ""' + "x" * 5000 + '"", ', 1)
+    assert huge != first
+    (tmp_path / "runs.csv").write_text("\n".join([header, huge, *rest]) + "\n", encoding="utf-8")
+    loaded = ledger.load(SourceSpec("ledger", paths=(tmp_path / "runs.csv",)), Filters())
+    assert loaded.rejects["reason"].tolist() == ["a field is longer than the limit of 4,096 bytes"]
+    assert len(loaded.frames["runs"]) == len(rest)
+
+
+def test_huge_and_infinite_attempts_are_rejects_not_wrapped_numbers(tmp_path: Path) -> None:
+    text = (DATA / "runs.jsonl").read_text(encoding="utf-8")
+    rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    rows[0]["attempts"] = 10**20
+    rows[1]["attempts"] = "inf"
+    (tmp_path / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    loaded = ledger.load(SourceSpec("ledger", paths=(tmp_path / "runs.jsonl",)), Filters())
+    reasons = loaded.rejects["reason"].tolist()
+    assert reasons == [
+        "attempts is not a 64-bit integer: 100000000000000000000",
+        "attempts is not a 64-bit integer: inf",
+    ]
+    assert (loaded.frames["runs"]["attempts"] >= 0).all()

@@ -135,16 +135,35 @@ def test_truncated_dump_keeps_the_thread_and_reports_it() -> None:
     )
 
 
-def test_unparsable_header_is_rejected_and_deadlock_report_is_not_threads() -> None:
+def test_unrecognised_header_is_a_warning_and_deadlock_report_is_not_threads() -> None:
     loaded = load("bad_header.txt", naive="utc")
     assert loaded.frames["threads"]["thread"].tolist() == ["pool-2-thread-2"]
-    assert loaded.rejects[["location", "reason"]].to_dict("records") == [
+    assert loaded.rejects.empty
+    assert loaded.warnings[["location", "reason"]].to_dict("records") == [
         {
             "location": "bad_header.txt:4",
-            "reason": "thread header cannot be parsed (its stack lines are skipped)",
+            "reason": "thread header not recognised (its stack lines are skipped)",
         }
     ]
-    assert loaded.rejects["raw"].iloc[0].startswith('"pool-2-thread-1 #12')
+    assert loaded.warnings["raw"].iloc[0].startswith('"pool-2-thread-1 #12')
+
+
+def test_a_dump_cut_inside_its_smr_block_is_a_reject(tmp_path: Path) -> None:
+    """The SMR block opens the dump; cut before its "}" no thread follows to be read."""
+    text = (DATA / "dump-2026-11-29T03-12-01Z.txt").read_text(encoding="utf-8")
+    head = text[: text.index("Threads class SMR info")]
+    cut = head + "Threads class SMR info:\n_java_thread_list=0x1, length=2, elements={\n0x1,\n"
+    path = tmp_path / "dump-2026-11-29T03-12-01Z.txt"
+    path.write_text(cut, encoding="utf-8")
+    loaded = load(path)
+    assert loaded.frames["threads"].empty
+    assert loaded.rejects["reason"].str.startswith("dump cut inside its Threads class SMR").all()
+    # Cut inside the block but followed by threads: they are read, with a warning.
+    whole = text.replace("\n}\n", "\n", 1)
+    path.write_text(whole, encoding="utf-8")
+    loaded = load(path)
+    assert len(loaded.frames["threads"]) > 0
+    assert "SMR info block never closed" in loaded.warnings["reason"].iloc[0]
 
 
 def test_file_without_a_dump_and_missing_file() -> None:
