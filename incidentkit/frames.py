@@ -407,3 +407,24 @@ def rejects_frame(rows: Iterable[Mapping[str, object]], name: str = "rejects") -
     if not records:
         return empty(name)
     return conform(name, pd.DataFrame.from_records(records))
+
+
+def to_numbers(values: pd.Series) -> pd.Series:
+    """``values`` as float64, NaN where a value is no number.
+
+    Unlike ``pd.to_numeric`` on its own this never raises: text is parsed, an integer too large
+    for a float becomes ±inf (so range checks catch it), and booleans, lists, objects and
+    other values that are no number become NaN (``True`` is not 1 here).
+    """
+    if values.dtype.kind in "iuf":
+        return values.astype("float64")
+    return pd.to_numeric(values.map(_number_or_text), errors="coerce").astype("float64")
+
+
+def _number_or_text(value: Any) -> Any:
+    kind = type(value)
+    if kind is int:
+        return value if abs(value) < 2**1000 else float("inf") if value > 0 else float("-inf")
+    if kind is float or kind is str:
+        return value
+    return None

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from incidentkit.errors import ParameterError
-from incidentkit.frames import TS
+from incidentkit.frames import TS, to_numbers
 
 Naive = str
 """What times without an offset mean: ``"error"`` (refused), ``"utc"``, or the IANA zone whose
@@ -71,7 +71,7 @@ def parse_utc(
         return pd.Series(pd.NaT, index=index, dtype=TS), reasons
     present = values.notna()
     if unit is not None:
-        numbers = pd.to_numeric(values, errors="coerce")
+        numbers = to_numbers(values)
         reasons[present & numbers.isna()] = f"timestamp is not a number of {unit}"
         in_range = numbers.abs() * _NS_PER[unit] < _NS_LIMIT
         reasons[numbers.notna() & ~in_range] = OUT_OF_RANGE
@@ -89,11 +89,25 @@ def parse_utc(
     if zone is None:
         reasons[offsetless[offsetless].index] = NO_OFFSET
         parsed[offsetless] = pd.NaT
-    elif zone != "UTC" and offsetless.any():
-        wall = parsed[offsetless].dt.tz_localize(None)  # read as UTC above: the wall clock
-        parsed[offsetless] = localize(wall, zone)
+    far = ~unreadable & ~holdable(parsed)
+    if far.any():
+        reasons[far[far].index] = OUT_OF_RANGE
+        parsed[far] = pd.NaT
+    if zone not in (None, "UTC") and (offsetless & ~far).any():
+        local = offsetless & ~far
+        wall = parsed[local].dt.tz_localize(None)  # read as UTC above: the wall clock
+        parsed[local] = localize(wall, zone)
     times[present] = parsed.dt.as_unit("ns")
     return times, reasons
+
+
+_FIRST = pd.Timestamp.min.tz_localize("UTC") + pd.Timedelta(days=1)
+_LAST = pd.Timestamp.max.tz_localize("UTC") - pd.Timedelta(days=1)
+
+
+def holdable(times: pd.Series) -> pd.Series:
+    """Which aware times pandas can hold in nanoseconds (a day inside, for any zone shift)."""
+    return times.isna() | ((times >= _FIRST) & (times <= _LAST))
 
 
 def _as_iso_text(value: Any) -> str:

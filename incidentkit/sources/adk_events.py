@@ -27,7 +27,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from incidentkit.frames import TS, conform, empty
+from incidentkit.frames import TS, conform, empty, to_numbers
 from incidentkit.manifest import Filters
 from incidentkit.sources.adk_columns import (
     IS_TRUE,
@@ -366,10 +366,13 @@ def _times(
     )
     wrong = not_of(raw, (int, float, type(None)))
     reasons.flag(wrong, lambda i: f"timestamp is not a number: {raw[i]!r}")
-    if wrong is None and None not in raw:
-        numbers = np.array(raw, dtype=float)
-    else:
-        numbers = np.array([v if type(v) in (int, float) else np.nan for v in raw], dtype=float)
+    try:
+        if wrong is None and None not in raw:
+            numbers = np.array(raw, dtype=float)
+        else:
+            numbers = np.array([v if type(v) in (int, float) else np.nan for v in raw], dtype=float)
+    except OverflowError:  # an integer past float's range: out of range below, not a crash
+        numbers = np.array(to_numbers(pd.Series(raw, dtype=object)), dtype=float)
     with np.errstate(invalid="ignore"):
         is_num = ~np.isnan(numbers)
         in_range = (numbers >= 0) & (numbers < 1e14)

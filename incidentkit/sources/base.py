@@ -63,15 +63,18 @@ class RejectSink:
 
 
 def require_content(path: Path, *, what: str) -> None:
-    """Refuse a file that is empty or holds only whitespace: a source must say something.
+    """Refuse a file that is empty or holds only whitespace (or a BOM): a source must say
+    something.
 
     Reads a chunk at a time and stops at the first byte that is not whitespace.
     """
     try:
         with path.open("rb") as handle:
-            while chunk := handle.read(1 << 20):
+            chunk = handle.read(1 << 20).removeprefix(b"\xef\xbb\xbf")  # a BOM says nothing
+            while chunk:
                 if chunk.strip():
                     return
+                chunk = handle.read(1 << 20)
     except FileNotFoundError as err:
         raise SourceError(
             f"{what}: file not found", value=str(path), fix="check the path in the manifest"
@@ -291,7 +294,14 @@ def _json_object(
 def read_json_document(path: Path, *, what: str) -> Any:
     """Parse one JSON document; a truncated or malformed file is a SourceError."""
     with open_text(path, what=what) as handle:
-        text = handle.read()
+        try:
+            text = handle.read()
+        except UnicodeDecodeError as err:
+            raise SourceError(
+                f"{what}: the JSON document is not UTF-8 text (byte {err.start + 1})",
+                value=str(path),
+                fix="export the file again as UTF-8 JSON",
+            ) from err
     try:
         with bulk_decoding():
             return loads(text)

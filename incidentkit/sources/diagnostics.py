@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from incidentkit.frames import conform, empty
+from incidentkit.frames import conform, empty, to_numbers
 from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources.adk_events import MS_THRESHOLD
 from incidentkit.sources.base import (
@@ -28,7 +28,7 @@ from incidentkit.sources.base import (
     read_json_lines,
     require_content,
 )
-from incidentkit.times import NO_OFFSET, Naive, parse_utc
+from incidentkit.times import NO_OFFSET, Naive, holdable, parse_utc
 
 KINDS = (
     "run.start",
@@ -197,9 +197,17 @@ def _flatten(obj: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _epoch_iso(value: Any) -> Any:
+    """An epoch number (seconds, or milliseconds past MS_THRESHOLD) as ISO text.
+
+    A number no time pandas can hold stays as it is, to be rejected as no ISO timestamp.
+    """
     if isinstance(value, int | float) and not isinstance(value, bool):
         unit = "ms" if value >= MS_THRESHOLD else "s"
-        return pd.Timestamp(value, unit=unit, tz="UTC").isoformat()
+        try:
+            stamp = pd.Timestamp(value, unit=unit, tz="UTC")
+        except (ValueError, OverflowError):  # OutOfBoundsDatetime is a ValueError
+            return str(value)
+        return stamp.isoformat() if holdable(pd.Series([stamp])).all() else str(value)
     return value
 
 
@@ -222,9 +230,9 @@ def _fields(rows: pd.DataFrame, sink: RejectSink, *, naive: Naive) -> pd.DataFra
     reasons = pd.Series(None, index=rows.index, dtype=object)
     for col, key in (("ms", "ms="), ("llm_calls", "llmCalls=/calls=")):
         text = out[col].astype("str")
-        number = pd.to_numeric(text.where(text.str.fullmatch(r"[+-]?\d+")), errors="coerce")
+        number = to_numbers(text.where(text.str.fullmatch(r"\+?\d{1,18}")))
         bad = out[col].notna() & number.isna()
-        reasons[bad] = f"bad {key} number: " + text[bad]
+        reasons[bad] = f"bad {key} number (a whole number from 0 up): " + text[bad]
         out[col] = number.astype("Int64")
     ts_text = rows["ts"].astype("str").str.replace(",", ".", regex=False)
     out["ts"], ts_reasons = parse_utc(ts_text, naive=naive)
@@ -234,6 +242,7 @@ def _fields(rows: pd.DataFrame, sink: RejectSink, *, naive: Naive) -> pd.DataFra
         'e.g. "Europe/Berlin") in [diagnostics] or at the top of the manifest'
     )
     reasons = reasons.where(reasons.notna(), ts_reasons)
+    reasons = reasons.where(reasons.notna(), _scalar_ids(rows))
     cut = reasons.notna() & rows["truncated"].astype(bool)
     reasons[cut] = "truncated last line: " + reasons[cut].astype("str")
     sink.add_many(rows["location"], reasons, rows["line"])
@@ -264,6 +273,19 @@ def _pairs(head: pd.Series) -> pd.DataFrame:
             column[line[first]] = values[first]
             out[key] = column
     return out
+
+
+_ID_COLUMNS = ("invocation_id", "app_name", "user_id", "session_id", "agent", "tool", "call_id")
+
+
+def _scalar_ids(rows: pd.DataFrame) -> pd.Series:
+    """Why a JSON record's id field is no text or number (a list, an object), else null."""
+    reasons = pd.Series(None, index=rows.index, dtype=object)
+    for col in _ID_COLUMNS:
+        if col in rows:
+            wrong = rows[col].map(lambda v: isinstance(v, list | dict | bool))
+            reasons[wrong & reasons.isna()] = f"{col} is not text: " + rows[col][wrong].map(repr)
+    return reasons
 
 
 def _spread_from_start(frame: pd.DataFrame) -> pd.DataFrame:

@@ -188,9 +188,7 @@ def _read_file(path: Path, fmt: str | None, sink: RejectSink, column: str) -> It
     decides the origin of them all.
     """
     require_content(path, what=WHAT)
-    shape = _peek(path)
-    if shape is None:
-        return
+    shape = _peek(path)  # None: no line is readable text; read as lines, each a reject
     if shape == "document":
         doc = read_json_document(path, what=WHAT)
         if _is_event_list(doc):  # a JSON array of events, or of events-table rows
@@ -257,7 +255,8 @@ def _row_batch(records: list[Any], locations: list[str], column: str, origin: Or
 
 
 def _peek(path: Path) -> str | None:
-    """``"lines"``, ``"document"`` (a session or a list of them), or None for an empty file."""
+    """``"lines"``, ``"document"`` (a session or a list of them), or None when no line is
+    readable text."""
     line = next(iter_lines(path, what=WHAT), None)  # the generator closes the file on release
     if line is None:
         return None

@@ -205,11 +205,14 @@ def _row(
     if parent is None and raw["parent"] not in (None, ""):
         sink.add(location, f"bad parent span id {raw['parent']!r}", _text(raw))
         return None
-    try:
-        start = int(raw["start"]) * raw["scale"]
-        end = None if raw["end"] in (None, "", 0, "0") else int(raw["end"]) * raw["scale"]
-    except (TypeError, ValueError):
+    start, end = _whole(raw["start"]), _whole(raw["end"])
+    if start is None or (end is None and raw["end"] not in (None, "", 0, "0")):
         sink.add(location, "start or end time is not an integer", _text(raw))
+        return None
+    start *= raw["scale"]
+    end = None if not end else end * raw["scale"]
+    if not isinstance(raw["name"], str):
+        sink.add(location, f"span name is not text: {raw['name']!r}", _text(raw))
         return None
     reason = None
     if end is not None and end < start:
@@ -223,6 +226,10 @@ def _row(
     for key in ("exception.type", "exception.message"):
         if key in raw["exception"]:
             attrs[key] = raw["exception"][key]
+    wrong = [key for key in _ID_ATTRIBUTES if isinstance(attrs.get(key), list | dict | bool)]
+    if wrong:
+        sink.add(location, f"attribute {wrong[0]} is not text: {attrs[wrong[0]]!r}", _text(raw))
+        return None
     call_id = attrs.get("gen_ai.tool_call.id", attrs.get("gen_ai.tool.call.id"))
     row = (
         trace_id,
@@ -246,6 +253,31 @@ def _row(
         location,
     )
     return row
+
+
+_ID_ATTRIBUTES = (
+    "gen_ai.operation.name",
+    "gcp.vertex.agent.invocation_id",
+    "gcp.vertex.agent.session_id",
+    "gen_ai.conversation.id",
+    "gen_ai.agent.name",
+    "gen_ai.tool.name",
+    "gen_ai.tool_call.id",
+    "gen_ai.tool.call.id",
+)
+"""Attributes that become id columns: a list or object there is a reject, not text."""
+
+
+def _whole(value: Any) -> int | None:
+    """An integer span time from an int or its decimal text (OTLP writes fixed64 as text);
+    None for booleans, fractions and anything else."""
+    if type(value) is int:
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 30:
+        return int(value)
+    if type(value) is float and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    return None
 
 
 def _text(raw: RawSpan) -> str:

@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from incidentkit.errors import ManifestError, SchemaError, SourceError
-from incidentkit.frames import conform, spec_of
+from incidentkit.frames import conform, spec_of, to_numbers
 from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources import sql
 from incidentkit.sources.base import (
@@ -42,13 +42,6 @@ from incidentkit.sources.base import (
 from incidentkit.times import parse_utc, zone_of
 
 _INT64 = 2.0**63
-
-
-def _number_text(value: Any) -> Any:
-    """A value ``to_numeric`` can take: huge ints as floats (they fail the 64-bit check)."""
-    if type(value) is int and abs(value) >= 2**63:
-        return float("inf")
-    return value if isinstance(value, str | int | float | type(None)) else None
 
 
 _FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
@@ -225,7 +218,7 @@ def _read_files(
             raw, where = read_csv_rows(path, sink, what=what)
         elif fmt == "jsonl":
             records, where = read_json_lines(path, sink, what=what)
-            raw = pd.DataFrame.from_records(records) if records else pd.DataFrame()
+            raw = pd.DataFrame(records, index=range(len(records)))  # [{}] is one row, too
         else:
             raise ManifestError(
                 f"[{spec.section}] cannot tell the format of a file from its name",
@@ -339,15 +332,19 @@ def _normalise(layout: Layout, raw: pd.DataFrame, *, naive: Any) -> tuple[pd.Dat
                 out[col], why = parse_json_values(values)
             reasons = _note(reasons, why.notna(), f"{col}: ", why)
         elif col in layout.ints:
-            if pd.api.types.infer_dtype(values, skipna=True) not in _NO_BOOLS:
-                values = values.mask(values.map(type).eq(bool))  # JSON true is no integer
-            numbers = pd.to_numeric(values.map(_number_text), errors="coerce")
+            numbers = to_numbers(values)
             whole = numbers.notna() & numbers.eq(numbers.round()) & numbers.abs().lt(_INT64)
             bad = raw[col].notna() & ~whole
             reasons = _note(reasons, bad, f"{col} is not a 64-bit integer: ", raw[col])
-            out[col] = numbers.where(whole, 0).astype("int64")
+            ints = numbers.where(whole, 0).astype("int64")
+            wide = whole & numbers.abs().ge(2.0**53)  # past float's exact integers: reread
+            if wide.any():
+                ints[wide] = values[wide].map(_exact_int).astype("int64")
+            out[col] = ints
         else:
-            out[col] = values
+            wrong = values.map(_not_text)
+            reasons = _note(reasons, wrong, f"{col} is not text: ", values.map(repr))
+            out[col] = values.map(_as_text).where(~wrong, None)
     for col in layout.not_null:
         reasons = _note(reasons, raw[col].isna(), f"missing {col}")
     status = raw["status"]
@@ -358,7 +355,21 @@ def _normalise(layout: Layout, raw: pd.DataFrame, *, naive: Any) -> tuple[pd.Dat
     return pd.DataFrame(out, index=raw.index), reasons
 
 
-_NO_BOOLS = {"string", "integer", "floating", "mixed-integer-float", "decimal", "empty"}
+def _exact_int(value: Any) -> int:
+    """The exact integer of a value ``to_numbers`` read as a whole number past 2**53."""
+    if type(value) is int:
+        return value
+    text = str(value).strip()
+    return int(text) if text.lstrip("+-").isdigit() else int(float(text))
+
+
+def _not_text(value: Any) -> bool:
+    """A JSON list, object or boolean where text belongs (numbers are read as their text)."""
+    return isinstance(value, list | dict | bool)
+
+
+def _as_text(value: Any) -> Any:
+    return str(value) if isinstance(value, int | float) and not pd.isna(value) else value
 
 
 def _note(

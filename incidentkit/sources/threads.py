@@ -22,7 +22,7 @@ from incidentkit.errors import SourceError
 from incidentkit.frames import conform
 from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources.base import Loaded, RejectSink, iter_lines, require_content
-from incidentkit.times import localize, zone_of
+from incidentkit.times import holdable, localize, zone_of
 
 UNKNOWN = "UNKNOWN"
 _LOCAL_TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
@@ -217,6 +217,12 @@ def _times(
         if dump.plain:
             stamp = _wall(dump.time or "")
             times.append(None if stamp is None else stamp.tz_convert("UTC"))
+            if stamp is None:
+                sink.warn(
+                    f"{path.name}:{dump.lineno}",
+                    f"dump time {dump.time!r} is no date the kit can hold; its threads have no "
+                    "taken_at",
+                )
         elif wall is not None and zone is not None:
             times.append(localize(pd.Series([wall]), zone).iloc[0])
         elif wall is not None and offset is not None:
@@ -238,6 +244,9 @@ def _wall(text: str) -> pd.Timestamp | None:
     """A dump's time as written, or None when it is no date pandas can hold."""
     try:
         stamp = pd.Timestamp(text)
-    except (ValueError, OverflowError):  # impossible dates, years outside 1677-2262
+    except (ValueError, OverflowError):  # impossible dates
         return None
-    return None if pd.isna(stamp) else stamp
+    if pd.isna(stamp):
+        return None
+    aware = stamp if stamp.tzinfo is not None else stamp.tz_localize("UTC")
+    return stamp if holdable(pd.Series([aware])).all() else None  # years outside 1677-2262

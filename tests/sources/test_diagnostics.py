@@ -165,8 +165,8 @@ def test_every_reject_reason() -> None:
     assert reasons == {
         "rejects.log:1": "stack line with no log record before it",
         "rejects.log:3": "no log prefix (timestamp, level, logger) and not a stack line",
-        "rejects.log:4": "bad ms= number: 12x",
-        "rejects.log:5": "bad llmCalls=/calls= number: lots",
+        "rejects.log:4": "bad ms= number (a whole number from 0 up): 12x",
+        "rejects.log:5": "bad llmCalls=/calls= number (a whole number from 0 up): lots",
         "rejects.log:6": 'timestamp without a UTC offset: set timezone = "UTC" (or the zone '
         'the JVM logs in, e.g. "Europe/Berlin") in [diagnostics] or at the top of the manifest',
         "rejects.log:8": "truncated last line: the file ends mid-line",
