@@ -66,6 +66,8 @@ def read(conn: Connection, filters: Filters, *, what: str) -> Batch:
         .order_by(c["app_name"], c["user_id"], c["session_id"], c["timestamp"], tie)
     )
     frame = sql.read_frame(conn, statement, what=what)
+    if frame.empty:
+        sql.require_rows(conn, info, what=what)
     frame = frame.reindex(columns=["event_id", *COLUMNS[1:5], "ts", "event_data"])
     times, why = (
         parse_utc(frame["ts"], unit="s")

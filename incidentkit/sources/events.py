@@ -171,6 +171,8 @@ def _read_java_table(conn: Connection, spec: SourceSpec, filters: Filters) -> Ba
         .order_by(c["app_name"], c["user_id"], c["session_id"], c["ts"], c["event_id"])
     )
     frame = sql.read_frame(conn, statement, what=WHAT).reindex(columns=list(selected))
+    if frame.empty:
+        sql.require_rows(conn, info, what=f"{WHAT} {spec.location()}")
     meta = frame[["event_id", "app_name", "user_id", "session_id"]].assign(
         location=table + ":" + frame["event_id"].astype(str)
     )

@@ -322,6 +322,20 @@ def require_table(conn: Connection, table: str, needed: Sequence[str], *, what: 
     return info
 
 
+def require_rows(conn: Connection, table: TableInfo, *, what: str) -> None:
+    """Refuse a table that holds no row at all: a source must say something.
+
+    Called when a filtered read came back empty, to tell "nothing matched" from "nothing there".
+    """
+    probe = sa.select(sa.literal(1)).select_from(table.clause).limit(1)
+    if conn.execute(probe).first() is None:
+        raise SourceError(
+            f"{what}: the table {table.name} is empty",
+            value=table.name,
+            fix="check that the manifest points at the right database and table",
+        )
+
+
 def column(table: sa.TableClause, name: str) -> sa.ColumnClause[Any]:
     """The column ``name`` of ``table``; only real columns (checked by require_table) exist."""
     found: sa.ColumnClause[Any] = table.c[name]

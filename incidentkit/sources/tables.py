@@ -155,6 +155,8 @@ def _read_sql(
             in_sql = replace(filters, window=None) if local else filters
             statement = _select(conn, layout, names, present, info, in_sql)
             raw = sql.read_frame(conn, statement, what=what)
+            if raw.empty:
+                sql.require_rows(conn, info, what=what)
             exact = conn.dialect.name == "postgresql" and not local
     finally:
         engine.dispose()
@@ -283,6 +285,12 @@ def read_csv_rows(path: Path, sink: RejectSink, *, what: str) -> tuple[pd.DataFr
             f"{what}: the CSV file has no header row",
             value=str(path),
             fix="export it with a header naming the columns",
+        )
+    if not rows and not sink.rows:
+        raise SourceError(
+            f"{what}: the CSV file has a header but no rows",
+            value=str(path),
+            fix="export the evidence again, or remove the file from the manifest",
         )
     return pd.DataFrame(rows, columns=header, dtype=object), locations
 

@@ -76,6 +76,38 @@ def evidence_db(db_url: str) -> Iterator[str]:
     engine = _engine(db_url)
     store.create_tables(engine, store.kit_metadata)
     store.insert_rows(engine, store.agent_run, [_run("r-1")])
+    at = datetime(2026, 11, 29, 3, 0, tzinfo=UTC)
+    store.insert_rows(
+        engine,
+        store.tool_journal,
+        [
+            {
+                "key": "send:1",
+                "invocation_id": "e-1",
+                "function_call_id": "c-1",
+                "status": "DONE",
+                "result": {"ok": True},
+                "created_at": at,
+                "updated_at": at,
+            }
+        ],
+    )
+    event = {"id": "ev-1", "invocationId": "e-1", "author": "user", "timestamp": 1764385200000}
+    store.insert_rows(
+        engine,
+        store.adk_event,
+        [
+            {
+                "event_id": "ev-1",
+                "app_name": "support",
+                "user_id": "u-1",
+                "session_id": "s-1",
+                "invocation_id": "e-1",
+                "ts": at,
+                "event": event,
+            }
+        ],
+    )
     with engine.begin() as conn:
         conn.execute(sa.text("CREATE TABLE canary (x integer)"))
     engine.dispose()
@@ -199,7 +231,9 @@ def test_hostile_manifest_values_commit_nothing(evidence_db: str, tmp_path: Path
             encoding="utf-8",
         )
         incident = open_evidence(folder, environ={"IK_EVIDENCE_URL": evidence_db})
-        assert incident.runs.empty and incident.journal.empty and incident.events.empty
+        for frame in (incident.runs, incident.journal, incident.events):
+            assert value not in frame["invocation_id"].tolist()
+            assert set(frame["invocation_id"]) <= {"e-1"}  # matched as text, or not at all
 
 
 @pytest.mark.notebook

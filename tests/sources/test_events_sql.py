@@ -211,3 +211,42 @@ def test_a_manifest_db_path_is_read_as_sqlite(tmp_path: Path) -> None:
     manifest = parse_manifest({"events": {"path": "evidence.db"}}, base=tmp_path)
     loaded = events.load(manifest.sources["events"], manifest.filters)
     pd.testing.assert_frame_equal(loaded.frames["events"], from_lines().frames["events"])
+
+
+@pytest.mark.postgres
+def test_a_row_to_json_export_of_the_table_loads_like_the_table(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """What ``psql -c "\\copy (SELECT row_to_json(e) FROM adk_event e) TO 'events.jsonl'"``
+    writes: \\copy is COPY ... TO STDOUT run by the client, so the same statement is run here."""
+    write_java(pg_url)
+    engine = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.driver_connection.cursor()  # type: ignore[union-attr]
+        statement = "COPY (SELECT row_to_json(e) FROM adk_event e) TO STDOUT"
+        with cursor.copy(statement) as copy:
+            exported = b"".join(bytes(block) for block in copy)
+    finally:
+        raw.close()
+        engine.dispose()
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(exported)
+    first = json.loads(exported.splitlines()[0])
+    assert set(first) == {"event_id", "app_name", "user_id", "session_id", "invocation_id"} | {
+        "ts",
+        "event",
+    }
+    loaded = events.load(SourceSpec("events", paths=(path,)), Filters())
+    assert loaded.rejects.empty and loaded.warnings.empty
+    for name in FRAMES:
+        pd.testing.assert_frame_equal(loaded.frames[name], from_lines().frames[name])
+
+
+@pytest.mark.postgres
+def test_a_postgres_scheme_url_is_read_as_postgresql(pg_url: str) -> None:
+    """``postgres://`` is what Heroku-style settings and many tools write."""
+    write_java(pg_url)
+    url = sa.make_url(pg_url).set(drivername="postgres").render_as_string(hide_password=False)
+    loaded = load_db(url)
+    assert len(loaded.frames["events"]) == len(java_lines())

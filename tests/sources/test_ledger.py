@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from incidentkit.errors import ManifestError, SchemaError, SourceError
-from incidentkit.frames import conform, empty, spec_of
+from incidentkit.frames import conform, spec_of
 from incidentkit.manifest import Filters, SourceSpec, Window, parse_manifest
 from incidentkit.sources import ledger
 from incidentkit.sources.base import Loaded
@@ -161,11 +161,36 @@ def test_naive_file_timestamps_are_rejected_unless_declared_utc() -> None:
     assert accepted.frames["runs"]["started_at"].tolist() == [utc("2026-11-29T02:00:00Z")]
 
 
-def test_empty_export_gives_the_empty_frame(tmp_path: Path) -> None:
+def test_a_header_only_export_is_a_source_error_naming_it(tmp_path: Path) -> None:
     header = (DATA / "runs.csv").read_text(encoding="utf-8").splitlines()[0]
     (tmp_path / "empty.csv").write_text(header + "\n", encoding="utf-8")
-    loaded = ledger.load(SourceSpec("ledger", paths=(tmp_path / "empty.csv",)), Filters())
-    pd.testing.assert_frame_equal(loaded.frames["runs"], empty("runs"))
+    with pytest.raises(SourceError, match=r"empty\.csv: the CSV file has a header but no rows"):
+        ledger.load(SourceSpec("ledger", paths=(tmp_path / "empty.csv",)), Filters())
+
+
+def test_an_empty_table_is_a_source_error_but_a_filter_matching_nothing_is_not(
+    tmp_path: Path,
+) -> None:
+    import sqlalchemy as sa
+
+    from incidentkit import store
+
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    engine = sa.create_engine(url)
+    store.create_tables(engine, store.kit_metadata)
+    engine.dispose()
+    spec = SourceSpec("ledger", url_ref=url, naive_timestamps="utc")
+    with pytest.raises(SourceError, match=r"the table agent_run is empty"):
+        ledger.load(spec, Filters())
+    at = pd.Timestamp("2026-11-29T03:00:00Z").to_pydatetime()
+    row = {"run_id": "r-1", "app_name": "support", "user_id": "u", "session_id": "s"}
+    row |= {"invocation_id": "e", "request": {}, "status": "DONE", "owner": None}
+    row |= {"lease_until": None, "attempts": 0, "started_at": at, "updated_at": at}
+    engine = sa.create_engine(url)
+    store.insert_rows(engine, store.agent_run, [row])
+    engine.dispose()
+    assert ledger.load(spec, Filters(app_name="nobody")).frames["runs"].empty
+    assert ledger.load(spec, Filters(app_name="support")).frames["runs"]["run_id"].size == 1
 
 
 def test_missing_file_is_a_source_error() -> None:
