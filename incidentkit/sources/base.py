@@ -68,23 +68,12 @@ def require_content(path: Path, *, what: str) -> None:
 
     Reads a chunk at a time and stops at the first byte that is not whitespace.
     """
-    try:
-        with path.open("rb") as handle:
-            chunk = handle.read(1 << 20).removeprefix(b"\xef\xbb\xbf")  # a BOM says nothing
-            while chunk:
-                if chunk.strip():
-                    return
-                chunk = handle.read(1 << 20)
-    except FileNotFoundError as err:
-        raise SourceError(
-            f"{what}: file not found", value=str(path), fix="check the path in the manifest"
-        ) from err
-    except IsADirectoryError as err:
-        raise SourceError(
-            f"{what}: the path is a folder, not a file",
-            value=str(path),
-            fix="name the file itself in the manifest (paths = [...] lists several)",
-        ) from err
+    with _open_binary(path, what=what) as handle:
+        chunk = handle.read(1 << 20).removeprefix(b"\xef\xbb\xbf")  # a BOM says nothing
+        while chunk:
+            if chunk.strip():
+                return
+            chunk = handle.read(1 << 20)
     raise SourceError(
         f"{what}: the file is empty",
         value=str(path),
@@ -123,8 +112,19 @@ def open_text(
     newline: str | None = None,
 ) -> TextIO:
     """Open an evidence file for reading text; a missing file is a SourceError saying so."""
+    handle: TextIO = _opened(path, what, "r", encoding=encoding, errors=errors, newline=newline)
+    return handle
+
+
+def _open_binary(path: Path, *, what: str) -> io.BufferedReader:
+    handle: io.BufferedReader = _opened(path, what, "rb")
+    return handle
+
+
+def _opened(path: Path, what: str, mode: str, **options: Any) -> Any:
+    """``path.open(mode)``; a missing file or a folder is a SourceError saying so."""
     try:
-        return path.open("r", encoding=encoding, errors=errors, newline=newline)
+        return path.open(mode, **options)
     except FileNotFoundError as err:
         raise SourceError(
             f"{what}: file not found", value=str(path), fix="check the path in the manifest"
@@ -184,21 +184,6 @@ def iter_lines(
 def _reject_line(sink: RejectSink | None, path: Path, lineno: int, reason: str, raw: bytes) -> None:
     if sink is not None:
         sink.add(f"{path.name}:{lineno}", reason, raw[:200].decode("utf-8", "replace"))
-
-
-def _open_binary(path: Path, *, what: str) -> io.BufferedReader:
-    try:
-        return path.open("rb")
-    except FileNotFoundError as err:
-        raise SourceError(
-            f"{what}: file not found", value=str(path), fix="check the path in the manifest"
-        ) from err
-    except IsADirectoryError as err:
-        raise SourceError(
-            f"{what}: the path is a folder, not a file",
-            value=str(path),
-            fix="name the file itself in the manifest (paths = [...] lists several)",
-        ) from err
 
 
 def read_json_lines(
