@@ -52,9 +52,9 @@ import pandas as pd
 
 import incidentkit
 from incidentkit import frames
+from incidentkit.flows.orphans.classes import answered, classify, locate, read_log, unanswered
+from incidentkit.flows.orphans.triage import OrphanReport, classify_orphans
 from incidentkit.frames import conform
-from incidentkit.triage.orphan_classes import answered, classify, locate, read_log, unanswered
-from incidentkit.triage.orphans import OrphanReport, classify_orphans
 
 T0 = pd.Timestamp("2026-11-29T03:00:00Z")
 AS_OF = T0 + pd.Timedelta(hours=2)

@@ -122,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_simulate_arguments(simulate)
     simulate.set_defaults(handler=_simulate)
 
-    from incidentkit.runner import FLOWS
+    from incidentkit.flows import FLOWS
 
     run = sub.add_parser(
         "run",

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from incidentkit.errors import NotebookError, ParameterError
+from incidentkit.flows import FLOWS
 from incidentkit.manifest import did_you_mean, find_manifest, load_manifest
 from incidentkit.redact import url_secrets
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-FLOWS: Mapping[str, str] = {"orphans": "orphans.ipynb"}
 VERDICT_EXIT = {"CLEAN": 0, "ACTION_NEEDED": 1, "INCOMPLETE_EVIDENCE": 2}
 KERNEL = "incidentkit-python"
 FAILURE_EXIT = {"SourceError": 2, "SchemaError": 2, "ManifestError": 3, "ParameterError": 3}
@@ -49,7 +49,7 @@ def notebook_path(flow: str) -> Path:
             value=flow,
             fix=f"{did_you_mean([flow], FLOWS)}use one of {', '.join(sorted(FLOWS))}",
         )
-    path = NOTEBOOKS / FLOWS[flow]
+    path = NOTEBOOKS / FLOWS[flow].notebook
     if not path.is_file():
         raise NotebookError(
             "flow notebook not found",

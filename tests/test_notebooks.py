@@ -10,7 +10,8 @@ import nbformat
 import papermill
 import pytest
 
-from incidentkit.runner import FLOWS, NOTEBOOKS
+from incidentkit.flows import FLOWS
+from incidentkit.runner import NOTEBOOKS
 
 NOTEBOOK_FILES = sorted(NOTEBOOKS.glob("*.ipynb"))
 TAGS = {"parameters", "load", "triage", "plot", "findings"}
@@ -31,7 +32,7 @@ def code_cells(path: Path) -> list[nbformat.NotebookNode]:
 
 
 def test_every_flow_has_its_notebook() -> None:
-    assert {NOTEBOOKS / name for name in FLOWS.values()} <= set(NOTEBOOK_FILES)
+    assert {NOTEBOOKS / flow.notebook for flow in FLOWS.values()} <= set(NOTEBOOK_FILES)
 
 
 @pytest.mark.parametrize("path", NOTEBOOK_FILES, ids=lambda p: p.name)

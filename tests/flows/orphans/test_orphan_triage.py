@@ -8,8 +8,7 @@ import pandas as pd
 import pytest
 
 from incidentkit.errors import ParameterError, SchemaError
-from incidentkit.frames import build, empty
-from incidentkit.triage.orphans import (
+from incidentkit.flows.orphans.triage import (
     CALL_COLUMNS,
     RUN_COLUMNS,
     OrphanClass,
@@ -18,6 +17,7 @@ from incidentkit.triage.orphans import (
     event_kinds,
     run_invocations,
 )
+from incidentkit.frames import build, empty
 
 T0 = pd.Timestamp("2026-11-29T03:00:00Z")
 AS_OF = T0 + pd.Timedelta(minutes=10)

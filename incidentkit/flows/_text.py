@@ -53,7 +53,7 @@ def fill_first(
 ) -> pd.Series:
     """The template of the first rule whose condition holds, filled from ``fields``.
 
-    Like :func:`~incidentkit.triage._frames.choose` over :func:`fill`s, but each template is
+    Like :func:`~incidentkit.flows._frames.choose` over :func:`fill`s, but each template is
     filled only on the rows that take it. Rows no rule takes get ``default``, filled.
     Returns an object Series on ``index``.
     """

@@ -5,9 +5,9 @@ vectorised pass (merges and group-bys; no per-run query, no loop over events), t
 each unanswered call in the side-effect journal by business key and writes the action an
 on-call engineer takes. ``docs/orphans.md`` explains every class, verdict and action.
 
-This module is the flow's public face; the steps live in ``orphan_classes`` (locating each
-run's invocation and classifying it), ``journal_verdicts`` (business keys and the journal),
-``orphan_actions`` (what to do, in words) and ``orphan_views`` (the side views).
+The steps live beside it: ``classes`` (locating each run's invocation and classifying it),
+``journal`` (business keys and the journal), ``actions`` (what to do, in words) and ``views``
+(the side views).
 """
 
 from __future__ import annotations
@@ -19,27 +19,9 @@ from typing import Any
 import pandas as pd
 
 from incidentkit.errors import ParameterError
-from incidentkit.frames import (
-    BOOL,
-    INT,
-    NINT,
-    OBJ,
-    STR,
-    TS,
-    RunStatus,
-    require_columns,
-    spec_of,
-)
-from incidentkit.times import utc_timestamp
-from incidentkit.triage._frames import as_columns
-from incidentkit.triage.journal_verdicts import (
-    JournalVerdict,
-    business_keys,
-    journal_verdicts,
-    parse_key_templates,
-)
-from incidentkit.triage.orphan_actions import Action, call_actions, run_actions
-from incidentkit.triage.orphan_classes import (
+from incidentkit.flows._frames import as_columns
+from incidentkit.flows.orphans.actions import Action, call_actions, run_actions
+from incidentkit.flows.orphans.classes import (
     OrphanClass,
     answered,
     classify,
@@ -49,7 +31,13 @@ from incidentkit.triage.orphan_classes import (
     run_invocations,
     unanswered,
 )
-from incidentkit.triage.orphan_views import (
+from incidentkit.flows.orphans.journal import (
+    JournalVerdict,
+    business_keys,
+    journal_verdicts,
+    parse_key_templates,
+)
+from incidentkit.flows.orphans.views import (
     CRASH_LOOP_COLUMNS,
     DISAGREEMENT_COLUMNS,
     DUPLICATE_COLUMNS,
@@ -62,6 +50,18 @@ from incidentkit.triage.orphan_views import (
     per_owner,
     status_disagreements,
 )
+from incidentkit.frames import (
+    BOOL,
+    INT,
+    NINT,
+    OBJ,
+    STR,
+    TS,
+    RunStatus,
+    require_columns,
+    spec_of,
+)
+from incidentkit.times import utc_timestamp
 
 __all__ = [
     "CALL_COLUMNS",

@@ -11,8 +11,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from incidentkit.flows._frames import as_columns, choose, per_group, rows_in, tuples
 from incidentkit.frames import STR, require_columns, spec_of
-from incidentkit.triage._frames import as_columns, choose, per_group, rows_in, tuples
 
 
 class OrphanClass(enum.StrEnum):

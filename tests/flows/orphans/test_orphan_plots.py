@@ -13,9 +13,9 @@ import pytest
 from matplotlib.figure import Figure
 
 from incidentkit.errors import ParameterError
+from incidentkit.flows.orphans import plot_orphan_classes, plot_run_timeline
+from incidentkit.flows.orphans.triage import classify_orphans
 from incidentkit.frames import build, empty
-from incidentkit.plots import plot_orphan_classes, plot_run_timeline
-from incidentkit.triage.orphans import classify_orphans
 
 T0 = pd.Timestamp("2026-11-29T03:00:00Z")
 
@@ -225,7 +225,7 @@ def test_run_timeline_without_calls_and_for_an_unknown_run() -> None:
 def test_plots_never_load_pyplot() -> None:
     code = (
         "import sys, pandas as pd\n"
-        "from incidentkit.plots import plot_orphan_classes\n"
+        "from incidentkit.flows.orphans.plots import plot_orphan_classes\n"
         "ax = plot_orphan_classes(pd.DataFrame({'orphan_class': ['PAUSED'],"
         " 'action_kind': ['WAIT']}))\n"
         "ax.figure.savefig(sys.argv[1])\n"
@@ -239,14 +239,3 @@ def test_plots_never_load_pyplot() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-
-
-def test_show_renders_a_png_for_notebooks() -> None:
-    from matplotlib.figure import Figure
-
-    from incidentkit.plots import show
-
-    ax = Figure(figsize=(2, 1)).add_subplot()
-    ax.plot([0, 1], [1, 0])
-    png = show(ax)._repr_png_()
-    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 1000

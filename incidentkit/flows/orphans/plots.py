@@ -1,7 +1,6 @@
-"""Plots: ``fn(frames..., *, ax=None) -> Axes``, drawn with matplotlib, headless-safe.
+"""The orphan flow's figures: runs per class and action, and one run's timeline.
 
-Without ``ax`` a new :class:`matplotlib.figure.Figure` is made (no pyplot state, so nothing
-depends on a display or an interactive backend); ``show(ax)`` displays it in a notebook.
+Built on :mod:`incidentkit.plotting` (``fn(frames..., *, ax=None) -> Axes``, headless-safe).
 """
 
 from __future__ import annotations
@@ -12,8 +11,9 @@ import numpy as np
 import pandas as pd
 
 from incidentkit.errors import ParameterError
+from incidentkit.flows.orphans.triage import Action, OrphanClass, event_kinds, run_invocations
 from incidentkit.frames import require_columns, spec_of
-from incidentkit.triage.orphans import Action, OrphanClass, event_kinds, run_invocations
+from incidentkit.plotting import new_axes
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -42,37 +42,10 @@ EVENT_MARKERS: dict[str, tuple[str, str]] = {
 }
 
 
-class Picture:
-    """A figure as a PNG that Jupyter displays (and nbconvert embeds in HTML reports)."""
-
-    def __init__(self, png: bytes) -> None:
-        self.png = png
-
-    def _repr_png_(self) -> bytes:
-        return self.png
-
-
-def show(ax: Axes, *, dpi: int = 100) -> Picture:
-    """Render the figure holding ``ax`` for display as a notebook cell's last value."""
-    import io
-
-    buffer = io.BytesIO()
-    ax.get_figure(root=True).savefig(buffer, format="png", dpi=dpi)  # type: ignore[union-attr]
-    return Picture(buffer.getvalue())
-
-
-def _axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
-    if ax is not None:
-        return ax
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=size, layout="constrained").add_subplot()
-
-
 def plot_orphan_classes(orphans: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     """Orphans per class as horizontal bars, each split and coloured by action kind."""
     require_columns(orphans, ["orphan_class", "action_kind"], what="the orphans frame")
-    ax = _axes(ax, (8.0, 3.5))
+    ax = new_axes(ax, (8.0, 3.5))
     classes = [cls.value for cls in OrphanClass]
     counts = (
         pd.crosstab(orphans["orphan_class"], orphans["action_kind"])
@@ -143,7 +116,7 @@ def plot_run_timeline(
     times = [run["started_at"], *mine["ts"], *entries["created_at"], *lanes["start"]]
     known = [t for t in times if not pd.isna(t)]
     t0 = run["started_at"] if not pd.isna(run["started_at"]) else min(known, default=None)
-    ax = _axes(ax, (10.0, 2.0 + 0.3 * len(lanes)))
+    ax = new_axes(ax, (10.0, 2.0 + 0.3 * len(lanes)))
 
     def secs(values: Any) -> np.ndarray:
         stamps = pd.to_datetime(pd.Series(values, dtype=object), utc=True)

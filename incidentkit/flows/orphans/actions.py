@@ -11,11 +11,11 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from incidentkit.flows._frames import choose, per_group
+from incidentkit.flows._text import fill, fill_first, int_text, join_text, text, time_text
+from incidentkit.flows.orphans.classes import OrphanClass
+from incidentkit.flows.orphans.journal import JournalVerdict
 from incidentkit.frames import STR, RunStatus
-from incidentkit.triage._frames import choose, per_group
-from incidentkit.triage._text import fill, fill_first, int_text, join_text, text, time_text
-from incidentkit.triage.journal_verdicts import JournalVerdict
-from incidentkit.triage.orphan_classes import OrphanClass
 
 
 class Action(enum.StrEnum):
@@ -91,7 +91,7 @@ _CALL_WORDS: Mapping[str, tuple[int, Action, str]] = {
 
 def call_actions(verdicts: pd.DataFrame) -> pd.DataFrame:
     """Adds ``rank``, action_kind, action and reason to the frame of
-    :func:`~incidentkit.triage.journal_verdicts.journal_verdicts`."""
+    :func:`~incidentkit.flows.orphans.journal.journal_verdicts`."""
     c = verdicts.copy()
     idx, verdict = c.index, c["journal_verdict"]
     trap = c["matched_by"] == "function_call_id"
@@ -291,3 +291,29 @@ def run_actions(runs_x: pd.DataFrame, calls_v: pd.DataFrame, cap: int) -> pd.Dat
     )
     out["reason"] = reason.where(~crash, reason + f"; crash loop: attempts ≥ cap {cap}")
     return out
+
+
+URGENCY = (
+    Action.PARK,
+    Action.ASK_DOWNSTREAM,
+    Action.REDRIVE,
+    Action.REPLAY,
+    Action.MARK_DONE,
+    Action.INVESTIGATE,
+)
+"""Action kinds in the order an on-call engineer should look at them (others come last)."""
+
+
+def by_urgency(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` sorted by how urgently their action kind needs a person, then run id."""
+    rank = runs["action_kind"].map({str(kind): i for i, kind in enumerate(URGENCY)})
+    ordered = runs.assign(_rank=rank.fillna(len(URGENCY)))
+    return ordered.sort_values(["_rank", "run_id"], kind="stable").drop(columns="_rank")
+
+
+def most_urgent_run(orphans: pd.DataFrame) -> str | None:
+    """The orphan to look at first (crash loops, then W4, then re-drives...), or None."""
+    candidates = orphans[orphans["action_kind"].isin([str(kind) for kind in URGENCY])]
+    if candidates.empty:
+        return None
+    return str(by_urgency(candidates)["run_id"].iloc[0])

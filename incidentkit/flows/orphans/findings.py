@@ -17,7 +17,7 @@ from incidentkit.findings import (
     iso_text,
     rows_of,
 )
-from incidentkit.triage.orphans import JournalVerdict, OrphanReport
+from incidentkit.flows.orphans.triage import JournalVerdict, OrphanReport
 
 _RUN_ROW = ["run_id", "session_id", "invocation_id", "orphan_class", "action_kind"]
 _RUN_ROW += ["unanswered_calls", "journal_verdict", "action", "reason", "owner", "attempts"]
@@ -130,7 +130,7 @@ def orphan_findings(
     rejects: pd.DataFrame | None = None,
     row_limit: int | None = ROW_LIMIT,
 ) -> Findings:
-    """The findings of the orphan flow, from :func:`~incidentkit.triage.orphans.classify_orphans`.
+    """The findings of the orphan flow, from :func:`.triage.classify_orphans`.
 
     Verdict: INCOMPLETE_EVIDENCE when the ledger is empty, a run is UNKNOWN, or ``rejects``
     (the loaders' unread rows) is not empty; else ACTION_NEEDED when any finding needs

@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from incidentkit.errors import ParameterError
+from incidentkit.flows._frames import choose
 from incidentkit.frames import STR
-from incidentkit.triage._frames import choose
 
 
 class JournalVerdict(enum.StrEnum):

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from incidentkit.flows._frames import as_columns, plain_records, tuples
+from incidentkit.flows._text import fill, fill_first, int_text, join_text
+from incidentkit.flows.orphans.classes import Log, OrphanClass, event_kinds
 from incidentkit.frames import FLOAT, INT, OBJ, STR, TS, RunStatus
-from incidentkit.triage._frames import as_columns, plain_records, tuples
-from incidentkit.triage._text import fill, fill_first, int_text, join_text
-from incidentkit.triage.orphan_classes import Log, OrphanClass, event_kinds
 
 CRASH_LOOP_COLUMNS: Mapping[str, str] = {
     "run_id": STR,
@@ -83,7 +83,7 @@ def crash_loops(
     """Runs to park, each with the dead-letter record to copy (request, class, last events).
 
     ``crash`` holds classified runs (with ``row``, ``sk`` and their reason); ``log`` is the
-    :func:`~incidentkit.triage.orphan_classes.read_log` of ``events``.
+    :func:`~incidentkit.flows.orphans.classes.read_log` of ``events``.
     """
     keys = crash[["row", "sk", "invocation_id"]].rename(columns={"invocation_id": "inv"})
     tail = keys.merge(log.events[["sk", "invocation_id", "seq"]].reset_index(names="eidx"), on="sk")

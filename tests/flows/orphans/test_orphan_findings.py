@@ -7,9 +7,9 @@ from typing import Any
 import pandas as pd
 
 from incidentkit.findings import Findings, Severity, Verdict
+from incidentkit.flows.orphans.findings import orphan_findings
+from incidentkit.flows.orphans.triage import OrphanReport, classify_orphans
 from incidentkit.frames import build, empty, rejects_frame
-from incidentkit.triage.orphan_findings import orphan_findings
-from incidentkit.triage.orphans import OrphanReport, classify_orphans
 
 T0 = pd.Timestamp("2026-11-29T03:00:00Z")
 AS_OF = T0 + pd.Timedelta(minutes=10)

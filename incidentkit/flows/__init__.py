@@ -1,0 +1,38 @@
+"""The triage flows: one folder each, one registry entry each, one notebook each.
+
+A flow folder holds its pure triage, its findings, its plots and the steps its notebook's
+cells call (``incidentkit/flows/<name>/``); :data:`FLOWS` is what the runner, the CLI,
+``incidentkit new``, the docs and the tests read. ``docs/adding-a-flow.md`` says how to add one.
+Nothing here imports a flow's code: a flow's modules load when its notebook runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Flow:
+    """One triage flow as the runner and the CLI know it."""
+
+    name: str
+    notebook: str
+    """The notebook's file name in ``notebooks/`` (shipped in the wheel too)."""
+    summary: str
+    sections: tuple[str, ...]
+    """The manifest sections it reads: only their rejects make its evidence incomplete."""
+    profile_keys: tuple[str, ...]
+    """The ``[apps.<name>]`` keys of the manifest it reads."""
+
+
+FLOWS: Mapping[str, Flow] = {
+    "orphans": Flow(
+        name="orphans",
+        notebook="orphans.ipynb",
+        summary="classify runs orphaned by a crash and say what to do with each",
+        sections=("ledger", "events", "journal"),
+        profile_keys=("terminal_agent", "key_templates", "attempts_cap"),
+    ),
+}
+"""Every flow, by name."""
