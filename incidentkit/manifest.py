@@ -48,7 +48,26 @@ _SECTION_KEYS = {
 EVENT_IDENTITY_KEYS = ("app_name", "user_id", "session_id")
 """[events] keys naming the session of events that carry none (a one-session dump)."""
 _EVENTS_KEYS = {*EVENT_IDENTITY_KEYS, "event_column"}
-_TOP_KEYS = {"title", "window", "app_name", "sessions", "invocations", "timezone", *SECTIONS}
+_TOP_KEYS = {
+    "title",
+    "window",
+    "app_name",
+    "sessions",
+    "invocations",
+    "timezone",
+    "apps",
+    *SECTIONS,
+}
+PROFILE_KEYS: Mapping[str, str] = {
+    "terminal_agent": "the agent whose final response ends a run (a name, or a list of names)",
+    "key_templates": "tool name → journal key template, e.g. { sendInvoice = "
+    '"send-invoice:{invoiceId}" } ({} when no tool journals by business key)',
+    "attempts_cap": "how many attempts make a crash loop (default 3)",
+    "client_timeout_s": "the client's timeout in seconds (default 60)",
+    "max_llm_calls": "the configured maxLlmCalls limit of a run",
+    "loop_exit_keys": "state keys whose write ends a loop agent (a list)",
+}
+"""The keys of an ``[apps.<name>]`` profile: facts every incident of one app shares."""
 DATABASE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 
 
@@ -130,6 +149,8 @@ class Manifest:
     title: str | None
     filters: Filters
     sources: Mapping[str, SourceSpec]
+    apps: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """``[apps.<name>]`` profiles: per app, the settings its flows read (:data:`PROFILE_KEYS`)."""
 
 
 def resolve_url(ref: str, *, section: str, environ: Mapping[str, str] | None = None) -> str:
@@ -216,7 +237,63 @@ def parse_manifest(data: Mapping[str, Any], *, base: Path, path: Path | None = N
             invocation_ids=_str_tuple(data, "invocations"),
         ),
         sources=sources,
+        apps=_parse_apps(data.get("apps", {})),
     )
+
+
+def _parse_apps(raw: Any) -> dict[str, dict[str, Any]]:
+    """The ``[apps.<name>]`` tables, each key checked for its type."""
+    if not isinstance(raw, Mapping) or not all(isinstance(v, Mapping) for v in raw.values()):
+        raise ManifestError(
+            "apps must hold one table per app",
+            value=raw,
+            fix='write [apps.support] then terminal_agent = "support_agent" on the next line',
+        )
+    profiles: dict[str, dict[str, Any]] = {}
+    for app, table in raw.items():
+        where = f"[apps.{app}]"
+        unknown = sorted(set(table) - set(PROFILE_KEYS))
+        if unknown:
+            raise ManifestError(
+                f"{where} has unknown keys",
+                value=unknown,
+                fix=f"{did_you_mean(unknown, PROFILE_KEYS)}allowed: {sorted(PROFILE_KEYS)}",
+            )
+        profiles[app] = {key: _profile_value(where, key, value) for key, value in table.items()}
+    return profiles
+
+
+def _profile_value(where: str, key: str, value: Any) -> Any:
+    def names(v: Any) -> bool:
+        return isinstance(v, str) and bool(v.strip())
+
+    checks: dict[str, tuple[bool, str]] = {
+        "terminal_agent": (
+            names(value) or (isinstance(value, list) and bool(value) and all(map(names, value))),
+            'terminal_agent = "notify_agent" (or a list of names)',
+        ),
+        "key_templates": (
+            isinstance(value, Mapping)
+            and all(isinstance(k, str) and names(v) for k, v in value.items()),
+            'key_templates = { sendInvoice = "send-invoice:{invoiceId}" }',
+        ),
+        "attempts_cap": (type(value) is int and value >= 1, "attempts_cap = 3"),
+        "client_timeout_s": (
+            type(value) in (int, float) and value > 0,
+            "client_timeout_s = 60",
+        ),
+        "max_llm_calls": (type(value) is int and value >= 1, "max_llm_calls = 500"),
+        "loop_exit_keys": (
+            isinstance(value, list) and all(map(names, value)),
+            'loop_exit_keys = ["review_approved"]',
+        ),
+    }
+    ok, example = checks[key]
+    if not ok:
+        raise ManifestError(
+            f"{where} {key} must be {PROFILE_KEYS[key]}", value=value, fix=f"write {example}"
+        )
+    return dict(value) if isinstance(value, Mapping) else value
 
 
 def _parse_window(raw: Any) -> Window | None:

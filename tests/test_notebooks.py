@@ -15,13 +15,14 @@ from incidentkit.runner import NOTEBOOKS
 
 NOTEBOOK_FILES = sorted(NOTEBOOKS.glob("*.ipynb"))
 TAGS = {"parameters", "load", "triage", "plot", "findings"}
+# No default names the demo's app, agents or tools: empty means "from the manifest".
 ORPHAN_PARAMETERS = {
-    "evidence": ("str", '"../fixtures/crash_recovery"'),
-    "app_name": ("str", '"invoicing"'),
+    "evidence": ("str", '""'),
+    "app_name": ("str", '""'),
     "as_of": ("str", '""'),
-    "terminal_agent": ("str", '"notify_agent"'),
-    "key_templates": ("dict", '{"sendInvoice": "send-invoice:{invoiceId}"}'),
-    "attempts_cap": ("int", "3"),
+    "terminal_agent": ("str", '""'),
+    "key_templates": ("dict", "{}"),
+    "attempts_cap": ("int", "0"),
     "findings_path": ("str", '"findings.json"'),
 }
 

@@ -97,6 +97,8 @@ ORPHAN_CLASS_ITEMS = {
 
 
 def run_and_read(evidence: Path, out: Path, **parameters: Any) -> tuple[int, dict[str, Any]]:
+    """Run the orphan flow on the invoicing app: every other setting from the pack's profile."""
+    parameters = {"app_name": "invoicing", **parameters}
     result = run_flow("orphans", evidence, out, parameters=parameters, progress=False)
     assert result.notebook.is_file() and result.html is not None and result.html.is_file()
     findings = json.loads(result.findings.read_text()) if result.findings else {}
@@ -139,10 +141,9 @@ def test_crash_recovery_from_a_database_matches_truth(
     assert "hunter22-never-shown" not in text
 
 
-@pytest.mark.parametrize(
-    ("app", "terminal"), [("invoicing", "notify_agent"), ("support", "support_agent")]
-)
-def test_healthy_gives_no_findings_and_exit_zero(app: str, terminal: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("app", ["invoicing", "support"])
+def test_healthy_gives_no_findings_and_exit_zero(app: str, tmp_path: Path) -> None:
+    """Only the app is given: its terminal agent and key templates come from [apps.<app>]."""
     argv = [
         "run",
         "orphans",
@@ -154,13 +155,13 @@ def test_healthy_gives_no_findings_and_exit_zero(app: str, terminal: str, tmp_pa
         "-p",
         "app_name",
         app,
-        "-p",
-        "terminal_agent",
-        terminal,
     ]
     assert main(argv) == 0
     findings = json.loads((tmp_path / "findings.json").read_text())
     assert findings["verdict"] == "CLEAN"
+    parameters = findings["evidence"]["parameters"]
+    assert parameters["app_name"] == app
+    assert parameters["settings_from"]["terminal_agent"] == f"[apps.{app}]"
     assert findings["summary"]["runs"] > 0
     assert [item for item in findings["items"] if item["severity"] != "INFO"] == []
 
@@ -171,7 +172,12 @@ def test_rejected_rows_make_the_evidence_incomplete(tmp_path: Path) -> None:
     with (pack / "events.jsonl").open("a") as handle:
         handle.write('{"id": "broken", "invocationId": \n')
     assert (
-        main(["run", "orphans", "--evidence", str(pack), "--out", str(tmp_path / "out"), "--quiet"])
+        main(
+            [
+                *("run", "orphans", "--evidence", str(pack), "--out", str(tmp_path / "out")),
+                *("--quiet", "-p", "app_name", "invoicing"),
+            ]
+        )
         == 2
     )
     findings = json.loads((tmp_path / "out" / "findings.json").read_text())
@@ -215,7 +221,12 @@ def test_an_unreadable_source_is_incomplete_evidence(tmp_path: Path) -> None:
     shutil.copytree(CRASH, pack)
     (pack / "ledger.csv").unlink()
     assert (
-        main(["run", "orphans", "--evidence", str(pack), "--out", str(tmp_path / "out"), "--quiet"])
+        main(
+            [
+                *("run", "orphans", "--evidence", str(pack), "--out", str(tmp_path / "out")),
+                *("--quiet", "-p", "app_name", "invoicing"),
+            ]
+        )
         == 2
     )
     assert (tmp_path / "out" / "orphans.html").is_file()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -49,3 +49,113 @@ def flow_rejects(evidence: Evidence, sections: Iterable[str]) -> pd.DataFrame:
     """Rejected rows of the sources a flow reads (other sources do not weaken its verdict)."""
     rejects = evidence.rejects
     return rejects[rejects["source"].isin(list(sections))].reset_index(drop=True)
+
+
+_EMPTY: tuple[Any, ...] = (None, "", 0, (), [], {})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A flow's resolved parameters: the app it sweeps, each value, and where it came from.
+
+    ``sources`` says, per name, "parameter" (given to the notebook), "[apps.<app>]" (the
+    manifest's profile), "default", or how the app was found. Findings and the report show both.
+    """
+
+    flow: str
+    app_name: str
+    values: Mapping[str, Any]
+    sources: Mapping[str, str]
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The values with the app first, as findings.json records them."""
+        return {"app_name": self.app_name, **self.values}
+
+    def table(self) -> pd.DataFrame:
+        """One row per setting, for the notebook: name, value, from where."""
+        rows = [("app_name", self.app_name, self.sources["app_name"])]
+        rows += [(name, value, self.sources[name]) for name, value in self.values.items()]
+        return pd.DataFrame(rows, columns=["setting", "value", "from"]).astype({"value": object})
+
+
+def resolve_app(evidence: Evidence, given: str) -> tuple[str, str]:
+    """The app a flow sweeps and where it came from.
+
+    The parameter if given; else the manifest's ``app_name``; else the one app the ledger
+    holds; else, with an empty ledger, the manifest's one ``[apps.X]`` profile. Otherwise a
+    ParameterError that lists the apps found.
+    """
+    if given and given.strip():
+        return given.strip(), "parameter"
+    if evidence.filters.app_name:
+        return evidence.filters.app_name, "manifest app_name"
+    held = ledger_apps(evidence)
+    if len(held) == 1:
+        return held[0], "the only app in the ledger"
+    if not held and len(evidence.manifest.apps) == 1:
+        return next(iter(evidence.manifest.apps)), "the manifest's only [apps.X] profile"
+    raise ParameterError(
+        "app_name is empty and the evidence does not say which app to sweep",
+        value=given,
+        fix=f"the ledger holds {', '.join(held) or 'no run'}; give -p app_name NAME, or "
+        "app_name = ... at the top of the manifest",
+    )
+
+
+def ledger_apps(evidence: Evidence) -> list[str]:
+    """The apps of the ledger's runs (read without the app filter), sorted."""
+    if not evidence.has("ledger"):
+        return []
+    runs = evidence.narrowed(replace(evidence.filters, app_name=None)).runs
+    return sorted(str(app) for app in runs["app_name"].dropna().unique())
+
+
+def for_app(evidence: Evidence, app: str) -> Evidence:
+    """The evidence narrowed to ``app``; a filter that leaves no run says so."""
+    narrowed = (
+        evidence
+        if evidence.filters.app_name == app
+        else evidence.narrowed(replace(evidence.filters, app_name=app))
+    )
+    if narrowed.has("ledger") and narrowed.runs.empty:
+        held = ledger_apps(evidence)
+        if held:
+            total = len(evidence.narrowed(replace(evidence.filters, app_name=None)).runs)
+            raise ParameterError(
+                f"0 of {total} ledger runs are of app {app!r}; the ledger holds: {', '.join(held)}",
+                value=app,
+                fix="give -p app_name with one of those apps",
+            )
+    return narrowed
+
+
+def setting(
+    evidence: Evidence,
+    flow: str,
+    app: str,
+    name: str,
+    given: Any,
+    *,
+    default: Any = _EMPTY,
+) -> tuple[Any, str]:
+    """One setting of ``flow`` for ``app``: the parameter if given, else the app's profile,
+    else ``default``; with none of them a ParameterError naming the key and its section."""
+    if given not in _EMPTY:
+        return given, "parameter"
+    profile = evidence.manifest.apps.get(app, {})
+    if name in profile:
+        return profile[name], f"[apps.{app}]"
+    if default is not _EMPTY:
+        return default, "default"
+    from incidentkit.manifest import PROFILE_KEYS
+
+    raise ParameterError(
+        f"the {flow} flow needs {name} for app {app!r}, and neither the parameters nor the "
+        f"manifest's [apps.{app}] profile give it",
+        value=given,
+        fix=f"add {name} to [apps.{app}] in the manifest ({PROFILE_KEYS[name]}), or give "
+        f"-p {name} ...",
+    )

@@ -20,7 +20,7 @@ from incidentkit.simulate.plan import Spec
 from incidentkit.simulate.scenarios import SCENARIOS
 from incidentkit.simulate.shards import Job, run_all, shard_count, split
 from incidentkit.simulate.threads import Dump, render
-from incidentkit.simulate.traffic import stream
+from incidentkit.simulate.traffic import APP_KEY_TEMPLATES, APP_SETTINGS, TERMINAL_AGENTS, stream
 from incidentkit.simulate.world import World
 
 EVENTS_FORMATS = ("adk-java", "adk-python")
@@ -232,4 +232,16 @@ def manifest_text(
         names = ", ".join(_q(d.file) for d in dumps)
         lines += ["", "[threads]", f"paths = [{names}]", 'format = "jcmd"']
         lines.append('naive_timestamps = "utc"')
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *profile_lines()]) + "\n"
+
+
+def profile_lines() -> list[str]:
+    """An ``[apps.<app>]`` profile per simulated app: what every incident of it shares."""
+    lines: list[str] = []
+    for app, agents in sorted(TERMINAL_AGENTS.items()):
+        terminal = _q(agents[0]) if len(agents) == 1 else f"[{', '.join(map(_q, agents))}]"
+        templates = ", ".join(f"{tool} = {_q(t)}" for tool, t in APP_KEY_TEMPLATES[app].items())
+        lines += ["", f"[apps.{app}]", f"terminal_agent = {terminal}"]
+        lines.append(f"key_templates = {{ {templates} }}" if templates else "key_templates = {}")
+        lines += [f"{key} = {value}" for key, value in APP_SETTINGS.get(app, {}).items()]
+    return lines

@@ -33,6 +33,15 @@ TERMINAL_AGENTS = {
     "expenses": ("expense_agent",),
 }
 """Per app, the agents whose final response ends a run (for ACTUALLY_DONE checks)."""
+APP_KEY_TEMPLATES: dict[str, dict[str, str]] = {
+    "support": {},
+    "travel": {},
+    "invoicing": dict(invoice_flow.KEY_TEMPLATES),
+    "expenses": {},
+}
+"""Per app, the journal key template of each tool that journals by business key."""
+APP_SETTINGS: dict[str, dict[str, int]] = {"support": {"client_timeout_s": 60}}
+"""Other ``[apps.<app>]`` settings the simulated incidents assume (seed 003's 60 s timeout)."""
 APPS = ("support", "travel", "invoicing", "expenses")
 APP_WEIGHTS = (5, 2, 2, 1)
 

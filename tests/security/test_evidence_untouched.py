@@ -78,7 +78,9 @@ def test_inspect_run_and_new_leave_the_evidence_as_it_was(evidence: Path, tmp_pa
     assert "events" in inspected.stdout
     assert snapshot(evidence) == before
     ran = _run(
-        "run", "orphans", "--evidence", str(evidence), "--out", "out", "--quiet", cwd=tmp_path
+        *("run", "orphans", "--evidence", str(evidence), "--out", "out", "--quiet"),
+        *("-p", "app_name", "invoicing"),
+        cwd=tmp_path,
     )
     assert ran.returncode in (0, 1), ran.stdout + ran.stderr  # a verdict was reached
     assert snapshot(evidence) == before

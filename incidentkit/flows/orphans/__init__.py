@@ -14,6 +14,7 @@ from incidentkit.flows.orphans.steps import (
     action_table,
     findings,
     plot_most_urgent_run,
+    setup,
     sweep,
 )
 from incidentkit.flows.orphans.triage import (
@@ -38,5 +39,6 @@ __all__ = [
     "plot_most_urgent_run",
     "plot_orphan_classes",
     "plot_run_timeline",
+    "setup",
     "sweep",
 ]

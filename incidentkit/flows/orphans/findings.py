@@ -129,6 +129,8 @@ def orphan_findings(
     window: tuple[Any, Any] | None = None,
     rejects: pd.DataFrame | None = None,
     row_limit: int | None = ROW_LIMIT,
+    app_name: str | None = None,
+    settings_from: Mapping[str, str] | None = None,
 ) -> Findings:
     """The findings of the orphan flow, from :func:`.triage.classify_orphans`.
 
@@ -207,10 +209,12 @@ def orphan_findings(
         else Verdict.CLEAN
     )
     parameters = {
+        **({"app_name": app_name} if app_name is not None else {}),
         "as_of": report.as_of,
         "terminal_agent": list(report.terminal_agents),
         "key_templates": dict(report.key_templates),
         "attempts_cap": report.attempts_cap,
+        **({"settings_from": dict(settings_from)} if settings_from else {}),
     }
     provenance = Provenance(title, window, iso_text(report.as_of), parameters)
     return Findings("orphans", verdict, summary, tuple(items), provenance)

@@ -7,14 +7,25 @@ provenance (title, window, rejects).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from incidentkit.evidence import Evidence
+from incidentkit.errors import ParameterError
+from incidentkit.evidence import Evidence, open_evidence
 from incidentkit.findings import Findings
-from incidentkit.flows.common import flow_rejects, log_context, resolve_as_of
+from incidentkit.flows import FLOWS
+from incidentkit.flows.common import (
+    Settings,
+    flow_rejects,
+    for_app,
+    log_context,
+    resolve_app,
+    resolve_as_of,
+    setting,
+)
 from incidentkit.flows.orphans.actions import by_urgency, most_urgent_run
 from incidentkit.flows.orphans.findings import orphan_findings
 from incidentkit.flows.orphans.triage import OrphanReport, classify_orphans
@@ -22,26 +33,58 @@ from incidentkit.flows.orphans.triage import OrphanReport, classify_orphans
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-SECTIONS = ("ledger", "events", "journal")
+FLOW = "orphans"
+SECTIONS = FLOWS[FLOW].sections
 """The sources the orphan flow reads; only their rejects make its evidence incomplete."""
 
 
-def sweep(
-    evidence: Evidence,
+def setup(
+    evidence: Evidence | str | os.PathLike[str],
     *,
+    app_name: str = "",
     as_of: Any = "",
-    terminal_agent: str | Iterable[str],
+    terminal_agent: str | Iterable[str] = "",
     key_templates: Mapping[str, str] | None = None,
-    attempts_cap: int = 3,
-) -> OrphanReport:
-    """Classify every non-terminal run of the incident's ledger at ``as_of`` (seed 000).
+    attempts_cap: int = 0,
+) -> tuple[Evidence, Settings]:
+    """The incident narrowed to the app to sweep, and the sweep's settings.
+
+    Every empty parameter comes from the manifest: the app from ``app_name`` or the ledger
+    (:func:`~incidentkit.flows.common.resolve_app`), ``as_of`` from the window's end, the rest
+    from the app's ``[apps.<app>]`` profile (``attempts_cap`` defaults to 3). A setting that
+    neither gives is a ParameterError naming the key and the section.
+    """
+    if isinstance(evidence, str) and not evidence.strip():
+        raise ParameterError(
+            "evidence is empty",
+            value=evidence,
+            fix="give the incident's evidence.toml or its folder: incidentkit run orphans "
+            "--evidence PATH (or set evidence in the notebook's first cell)",
+        )
+    incident = evidence if isinstance(evidence, Evidence) else open_evidence(evidence)
+    app, app_from = resolve_app(incident, app_name)
+    incident = for_app(incident, app)
+    at = resolve_as_of(as_of, incident)
+    given = {"terminal_agent": terminal_agent, "key_templates": key_templates or {}}
+    values: dict[str, Any] = {"as_of": at}
+    sources = {"app_name": app_from, "as_of": "parameter" if as_of else "the window's end"}
+    for name in ("terminal_agent", "key_templates"):
+        values[name], sources[name] = setting(incident, FLOW, app, name, given[name])
+    values["attempts_cap"], sources["attempts_cap"] = setting(
+        incident, FLOW, app, "attempts_cap", attempts_cap, default=3
+    )
+    return incident, Settings(FLOW, app, values, sources)
+
+
+def sweep(evidence: Evidence, settings: Settings) -> OrphanReport:
+    """Classify every non-terminal run of the app's ledger at ``as_of`` (seed 000).
 
     The ledger is read with the evidence's filters. Events and the journal are then read from
     the earliest start of those runs up to ``as_of``: a run still RUNNING may have started
     before the window, and its log and journal entries must not be cut off (a cut log would
     make a finished or half-sent run look NOT_STARTED). Nothing after ``as_of`` is seen.
     """
-    at = resolve_as_of(as_of, evidence)
+    at = settings["as_of"]
     runs = evidence.runs
     context = log_context(evidence, runs, at)
     return classify_orphans(
@@ -51,20 +94,22 @@ def sweep(
         context.responses,
         context.journal,
         as_of=at,
-        terminal_agent=terminal_agent,
-        key_templates=key_templates,
-        attempts_cap=attempts_cap,
+        terminal_agent=settings["terminal_agent"],
+        key_templates=settings["key_templates"],
+        attempts_cap=settings["attempts_cap"],
     )
 
 
-def findings(report: OrphanReport, evidence: Evidence) -> Findings:
-    """The orphan flow's findings, with the incident's title, window and rejects."""
+def findings(report: OrphanReport, evidence: Evidence, settings: Settings) -> Findings:
+    """The orphan flow's findings, with the incident's title, window, settings and rejects."""
     window = evidence.filters.window
     return orphan_findings(
         report,
         title=evidence.title,
         window=None if window is None else (window.start, window.end),
         rejects=flow_rejects(evidence, SECTIONS),
+        app_name=settings.app_name,
+        settings_from=settings.sources,
     )
 
 
