@@ -12,16 +12,10 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from incidentkit.errors import (
-    IncidentkitError,
-    ManifestError,
-    NotebookError,
-    ParameterError,
-    SimulationError,
-    SourceError,
-)
+from incidentkit.errors import EXIT_INCOMPLETE, EXIT_USAGE, IncidentkitError
+from incidentkit.findings import generator
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_NOTEBOOK = 0, 1, 2, 3, 4
+EXIT_CLEAN = 0
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -63,12 +57,8 @@ def _run(args: argparse.Namespace) -> int:
     lines = [f"notebook: {result.notebook}", f"report:   {result.html}"]
     if result.findings:
         lines.append(f"findings: {result.findings} ({result.verdict})")
-    elif result.exit_code == EXIT_INCOMPLETE:
-        lines.append("the evidence could not be read: see the failing cell in the report")
-    elif result.exit_code == EXIT_USAGE:
-        lines.append("a parameter or the manifest was refused: see the failing cell")
-    else:
-        lines.append("the notebook failed: see the failing cell in the report")
+    if result.error:
+        lines.append(f"incidentkit: {result.error}")
     sys.stderr.write("\n".join(lines) + "\n")
     return result.exit_code
 
@@ -90,11 +80,14 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
+    """The command's parser; without ``with_simulate`` the simulate command takes no options
+    (so ``inspect``, ``run`` and ``new`` never import the simulator)."""
     parser = _Parser(
         prog="incidentkit",
         description="Investigate ADK agent incidents: load evidence, run triage notebooks.",
     )
+    parser.add_argument("--version", action="version", version=generator())
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=_Parser
     )
@@ -117,9 +110,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Write one scenario's evidence, consistent across every source, with "
         "the truth a correct investigation must find.",
     )
-    from incidentkit.simulate import add_arguments as add_simulate_arguments
+    if with_simulate:  # the simulator is a third of the package: only its command loads it
+        from incidentkit.simulate import add_arguments as add_simulate_arguments
 
-    add_simulate_arguments(simulate)
+        add_simulate_arguments(simulate)
     simulate.set_defaults(handler=_simulate)
 
     from incidentkit.flows import FLOWS
@@ -162,25 +156,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    command = next((word for word in words if not word.startswith("-")), None)
+    parser = build_parser(with_simulate=command == "simulate")
     try:
         args = parser.parse_args(argv)
     except SystemExit as done:  # --help (0) or a usage error (3)
         return done.code if isinstance(done.code, int) else EXIT_USAGE
     try:
         code: int = args.handler(args)
-    except (ManifestError, ParameterError, SimulationError) as err:
-        sys.stderr.write(f"incidentkit: {err}\n")
-        return EXIT_USAGE
-    except SourceError as err:
-        sys.stderr.write(f"incidentkit: {err}\n")
-        return EXIT_INCOMPLETE
-    except NotebookError as err:
-        sys.stderr.write(f"incidentkit: {err}\n")
-        return EXIT_NOTEBOOK
     except IncidentkitError as err:
         sys.stderr.write(f"incidentkit: {err}\n")
-        return EXIT_USAGE
+        return err.exit_code
     return code
 
 

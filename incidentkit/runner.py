@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -18,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from incidentkit.errors import NotebookError, ParameterError
+from incidentkit.errors import NotebookError, ParameterError, exit_code_of
+from incidentkit.findings import Finding, Findings, Provenance, Severity, Verdict
 from incidentkit.flows import FLOWS
 from incidentkit.manifest import did_you_mean, find_manifest, load_manifest
 from incidentkit.redact import url_secrets
@@ -26,19 +26,19 @@ from incidentkit.redact import url_secrets
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 VERDICT_EXIT = {"CLEAN": 0, "ACTION_NEEDED": 1, "INCOMPLETE_EVIDENCE": 2}
 KERNEL = "incidentkit-python"
-FAILURE_EXIT = {"SourceError": 2, "SchemaError": 2, "ManifestError": 3, "ParameterError": 3}
-"""Exit code by the name of the exception a notebook cell raised (any other: 4)."""
 
 
 @dataclass(frozen=True)
 class RunResult:
-    """What one papermill run produced and the exit code it maps to."""
+    """What one papermill run produced, the exit code it maps to, and why it stopped early."""
 
     exit_code: int
     notebook: Path
     html: Path | None
     findings: Path | None
     verdict: str | None
+    error: str | None = None
+    """The message of the error that stopped the notebook (None when it ran to the end)."""
 
 
 def notebook_path(flow: str) -> Path:
@@ -111,18 +111,14 @@ def _coerce(name: str, kind: str, text: str) -> Any:
 
 @contextmanager
 def _interpreter_kernel() -> Iterator[str]:
-    """A kernelspec for the running interpreter, visible only during the run."""
+    """A kernelspec for the running interpreter, written by ipykernel, visible only during the
+    run (never a committed absolute path)."""
+    from ipykernel.kernelspec import write_kernel_spec
+
     folder = Path(tempfile.mkdtemp(prefix="incidentkit-kernel-"))
-    spec_dir = folder / "kernels" / KERNEL
-    spec_dir.mkdir(parents=True)
-    (spec_dir / "kernel.json").write_text(
-        json.dumps(
-            {
-                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                "display_name": "incidentkit (running interpreter)",
-                "language": "python",
-            }
-        )
+    write_kernel_spec(
+        folder / "kernels" / KERNEL,
+        overrides={"display_name": "incidentkit (running interpreter)"},
     )
     previous = os.environ.get("JUPYTER_PATH")
     os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(folder), previous]))
@@ -134,6 +130,29 @@ def _interpreter_kernel() -> Iterator[str]:
         else:
             os.environ["JUPYTER_PATH"] = previous
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _ipc_kernel_manager(folder: Path) -> type[Any]:
+    """A kernel manager that talks to the kernel over IPC (Unix sockets), not TCP.
+
+    The kernel then listens on no network port at all, and ipykernel has no reason to warn
+    "running over TCP without encryption". The sockets live in a private temporary folder,
+    never beside the notebook (which may sit in a read-only site-packages): ``folder``, which
+    the caller removes.
+    """
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import default
+
+    class IPCKernelManager(AsyncKernelManager):
+        @default("transport")
+        def _transport_default(self) -> str:
+            return "ipc"
+
+        @default("ip")
+        def _ip_default(self) -> str:
+            return str(folder / "kernel")
+
+    return IPCKernelManager
 
 
 def check_sources(manifest_path: Path, environ: Mapping[str, str]) -> list[str]:
@@ -190,6 +209,12 @@ def run_flow(
     env = os.environ if environ is None else environ
     secrets = check_sources(manifest, env)  # bad manifest or unset variable: exit 3, no kernel
     out_dir = Path(out)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ParameterError(
+            "--out names a file, not a folder",
+            value=str(out_dir),
+            fix="give a folder for the notebook, the report and findings.json (it is created)",
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     executed = out_dir / f"{flow}.ipynb"
     html = out_dir / f"{flow}.html"
@@ -200,8 +225,11 @@ def run_flow(
         "evidence": str(manifest),
         "findings_path": str(findings.resolve()),
     }
-    failure: str | None = None
-    with _interpreter_kernel() as kernel:
+    failure: tuple[int, str] | None = None  # (exit code, message)
+    with (
+        _interpreter_kernel() as kernel,
+        tempfile.TemporaryDirectory(prefix="incidentkit-ipc-") as sockets,
+    ):
         try:
             papermill.execute_notebook(
                 str(source),
@@ -211,11 +239,16 @@ def run_flow(
                 progress_bar=progress,
                 execution_timeout=timeout,
                 cwd=str(source.parent),
+                kernel_manager_class=_ipc_kernel_manager(Path(sockets)),
             )
         except PapermillExecutionError as err:
-            failure = err.ename
-        except (CellTimeoutError, DeadKernelError) as err:
-            failure = type(err).__name__
+            failure = exit_code_of(err.ename), f"{err.ename}: {err.evalue}"
+        except CellTimeoutError:
+            failure = 4, f"timed out after {timeout} s in {_running_cell(executed)}"
+        except DeadKernelError as err:
+            failure = 4, f"the kernel died in {_running_cell(executed)} ({err})"
+    if failure is not None:
+        failed_findings(flow, failure[1], params).write(findings)
     render_html(executed, html, show_code=show_code)
     leaked = scan_for_secrets([executed, html, findings], secrets)
     if leaked:
@@ -227,8 +260,9 @@ def run_flow(
             fix="never print connection URLs or engines in a notebook; report this as a bug",
         )
     if failure is not None:
-        return RunResult(FAILURE_EXIT.get(failure, 4), executed, html, None, None)
-    verdict = json.loads(findings.read_text())["verdict"] if findings.is_file() else None
+        code, message = failure
+        return RunResult(code, executed, html, findings, "INCOMPLETE_EVIDENCE", message)
+    verdict = Findings.read(findings).verdict.value if findings.is_file() else None
     if verdict not in VERDICT_EXIT:
         raise NotebookError(
             "the notebook recorded no findings",
@@ -236,6 +270,44 @@ def run_flow(
             fix="the notebook's last cell must call report.record(findings, findings_path)",
         )
     return RunResult(VERDICT_EXIT[verdict], executed, html, findings, verdict)
+
+
+def failed_findings(flow: str, message: str, parameters: Mapping[str, Any]) -> Findings:
+    """The findings of a run that stopped early: INCOMPLETE_EVIDENCE and the error's text.
+
+    A scheduler that parses ``findings.json`` always finds a document; its one item
+    ``run/error`` says what stopped the run (the exit code says what kind of failure it was).
+    """
+    item = Finding(
+        "run/error",
+        Severity.CRITICAL,
+        f"the {flow} run stopped before its verdict",
+        message,
+        "Fix what the message says (the executed notebook shows the failing cell), then run again.",
+    )
+    shown = {k: v for k, v in parameters.items() if k not in ("evidence", "findings_path")}
+    provenance = Provenance(parameters={"flow_parameters": shown})
+    return Findings(flow, Verdict.INCOMPLETE_EVIDENCE, {}, (item,), provenance)
+
+
+def _running_cell(executed: Path) -> str:
+    """``cell K (tag)`` of the cell that was running when the run stopped, as papermill saved it."""
+    import nbformat
+
+    try:
+        nb = nbformat.read(str(executed), as_version=4)
+    except (OSError, ValueError):
+        return "an unknown cell"
+    started = [
+        (number, cell)
+        for number, cell in enumerate(nb.cells, start=1)
+        if cell.get("metadata", {}).get("papermill", {}).get("start_time")
+    ]
+    if not started:
+        return "an unknown cell"
+    number, cell = started[-1]  # the last cell that began: papermill stops there
+    tags = [t for t in cell.metadata.get("tags", []) if t != "injected-parameters"]
+    return f"cell {number}" + (f" ({', '.join(tags)})" if tags else "")
 
 
 def new_notebook(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from sqlalchemy.engine import make_url
 
 from incidentkit.cli import main
 from incidentkit.errors import ParameterError
+from incidentkit.findings import Findings
 from incidentkit.runner import (
     check_sources,
     coerce_parameters,
@@ -230,7 +233,85 @@ def test_an_unreadable_source_is_incomplete_evidence(tmp_path: Path) -> None:
         == 2
     )
     assert (tmp_path / "out" / "orphans.html").is_file()
-    assert not (tmp_path / "out" / "findings.json").exists()
+    # A scheduler still gets a findings document, with the error's own text.
+    findings = json.loads((tmp_path / "out" / "findings.json").read_text())
+    assert findings["verdict"] == "INCOMPLETE_EVIDENCE"
+    [item] = findings["items"]
+    assert item["id"] == "run/error"
+    assert "SourceError" in item["detail"] and "ledger.csv" in item["detail"]
+
+
+def test_a_failing_cell_s_message_reaches_the_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", "orphans", "--evidence", str(CRASH), "--out", str(tmp_path), "--quiet"]
+    assert main([*argv, "-p", "app_name", "billing"]) == 3
+    err = capsys.readouterr().err
+    assert "incidentkit: ParameterError: 0 of " in err and "ledger holds: invoicing" in err
+    assert "see the failing cell" not in err
+    assert "without encryption" not in err  # the kernel talks over IPC, not TCP
+    findings = json.loads((tmp_path / "findings.json").read_text())
+    assert findings["items"][0]["detail"].startswith("ParameterError: 0 of ")
+    assert findings["evidence"]["parameters"]["flow_parameters"]["app_name"] == "billing"
+
+
+def test_a_cell_timeout_names_the_cell_and_its_tag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copy of the flow notebook with a stuck cell: the real runner, kernel and timeout."""
+    from incidentkit import runner
+
+    nb = nbformat.read(str(runner.NOTEBOOKS / "orphans.ipynb"), as_version=4)
+    stuck = nbformat.v4.new_code_cell("import time\n\ntime.sleep(60)")
+    stuck.metadata["tags"] = ["load"]
+    nb.cells.insert(2, stuck)
+    (tmp_path / "notebooks").mkdir()
+    nbformat.write(nb, str(tmp_path / "notebooks" / "orphans.ipynb"))
+    monkeypatch.setattr(runner, "NOTEBOOKS", tmp_path / "notebooks")
+    result = runner.run_flow(
+        "orphans", CRASH, tmp_path / "out", timeout=2, progress=False, parameters={}
+    )
+    assert result.exit_code == 4
+    assert result.error == "timed out after 2 s in cell 4 (load)"  # after the injected cell
+    assert Findings.read(tmp_path / "out" / "findings.json").items[0].id == "run/error"
+
+
+def test_out_naming_a_file_is_a_usage_error(tmp_path: Path) -> None:
+    target = tmp_path / "report.html"
+    target.write_text("an earlier report")
+    argv = ["run", "orphans", "--evidence", str(CRASH), "--out", str(target)]
+    assert main([*argv, "-p", "app_name", "invoicing"]) == 3
+    assert target.read_text() == "an earlier report"
+
+
+def test_version_and_one_exit_code_per_error_class(capsys: pytest.CaptureFixture[str]) -> None:
+    from incidentkit import errors
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("incidentkit ")
+    assert [
+        errors.exit_code_of(name)
+        for name in (
+            "ManifestError",
+            "ParameterError",
+            "SourceError",
+            "SchemaError",
+            "NotebookError",
+            "SimulationError",
+            "KeyError",
+        )
+    ] == [3, 3, 2, 2, 4, 3, 4]
+
+
+def test_inspect_run_and_new_do_not_import_the_simulator() -> None:
+    code = (
+        "import sys\n"
+        "from incidentkit.cli import main\n"
+        f"main(['inspect', {str(CRASH)!r}])\n"
+        "sys.exit(any(m.startswith('incidentkit.simulate') for m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr
 
 
 def test_parameters_are_coerced_to_declared_types() -> None:

@@ -50,7 +50,7 @@ def run_cli(args: argparse.Namespace) -> int:
         )
     except IncidentkitError as err:
         print(f"incidentkit simulate: {err}", file=sys.stderr)
-        return 3
+        return err.exit_code
     counts = read(folder / "truth.json")["counts"]
     summary = ", ".join(f"{n} {name}" for name, n in counts.items() if n)
     print(f"wrote {args.scenario} to {folder} in {time.perf_counter() - began:.1f} s: {summary}")
