@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,14 @@ from incidentkit.flows import FLOWS
 from incidentkit.manifest import did_you_mean, find_manifest, load_manifest
 from incidentkit.redact import url_secrets
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+
+def _notebooks() -> Path:
+    """The flow notebooks: inside the installed package (a wheel), else the checkout's."""
+    packaged = Path(str(resources.files("incidentkit") / "notebooks"))
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parent.parent / "notebooks"
+
+
+NOTEBOOKS = _notebooks()
 VERDICT_EXIT = {"CLEAN": 0, "ACTION_NEEDED": 1, "INCOMPLETE_EVIDENCE": 2}
 KERNEL = "incidentkit-python"
 
@@ -54,7 +62,7 @@ def notebook_path(flow: str) -> Path:
         raise NotebookError(
             "flow notebook not found",
             value=str(path),
-            fix="run incidentkit from a checkout of the project (notebooks/ beside incidentkit/)",
+            fix="reinstall incidentkit (the wheel ships its notebooks), or run it from a checkout",
         )
     return path
 
