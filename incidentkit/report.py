@@ -1,26 +1,65 @@
-"""Findings as Markdown: for notebooks (displayed), reports and postmortem drafts."""
+"""The report layer: findings as Markdown and HTML, tables for people, the summary block.
+
+- :func:`table` renders a frame for a person (no index, a dash for missing values, lists as
+  comma lists, long text wrapped and never cut): notebooks call it for every table they show.
+- :func:`summary_html` is the block the HTML report opens with, made from ``findings.json``:
+  verdict, app, window, as_of, counts, settings and the first actions.
+- :func:`findings_markdown` is the whole findings document (postmortem drafts, the notebook's
+  verdict cell shows it without the row tables the story already showed).
+"""
 
 from __future__ import annotations
 
+import html
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import pandas as pd
 
 from incidentkit.findings import Finding, Findings
 
 VERDICT_WORDS = {
     "CLEAN": "Clean: nothing needs action.",
-    "ACTION_NEEDED": "Action needed: see the findings below, most urgent first.",
+    "ACTION_NEEDED": "Action needed: what to do first is listed below, most urgent first.",
     "INCOMPLETE_EVIDENCE": "Evidence incomplete: fix the sources before trusting a verdict.",
 }
 SEVERITY_ORDER = {"CRITICAL": 0, "WARNING": 1, "INFO": 2}
 
 
+MISSING = "—"
+"""How a missing value reads in a report."""
+
+
+def plain(value: Any) -> str:
+    """One value as a person reads it: a dash for missing, lists as comma lists, times in UTC."""
+    if isinstance(value, list | tuple | set | frozenset):
+        return ", ".join(plain(v) for v in value) if value else MISSING
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}: {plain(v)}" for k, v in value.items()) if value else MISSING
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return MISSING
+    if isinstance(value, pd.Timestamp):
+        return str(value.strftime("%Y-%m-%d %H:%M:%S.%f"))[:-3] + " UTC"
+    return str(value)
+
+
+def table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> Any:
+    """``frame`` as a table for people (a pandas Styler): no index, values as :func:`plain`
+    reads them, long text wrapped, never cut."""
+    shown = frame if columns is None else frame[list(columns)]
+    text = shown.astype(object).map(plain) if len(shown) else shown.astype(object)
+    return (
+        text.reset_index(drop=True)
+        .style.hide(axis="index")
+        .set_properties(**{"text-align": "left", "white-space": "normal", "vertical-align": "top"})
+        .set_table_styles([{"selector": "th", "props": [("text-align", "left")]}])
+    )
+
+
 def _cell(value: Any) -> str:
-    text = "" if value is None else str(value)
-    text = text.replace("|", "\\|").replace("\n", " ")
-    return text if len(text) <= 80 else text[:77] + "..."
+    return plain(value).replace("|", "\\|").replace("\n", " ")
 
 
 def markdown_table(rows: Sequence[dict[str, Any]], *, limit: int = 10) -> str:
@@ -36,7 +75,7 @@ def markdown_table(rows: Sequence[dict[str, Any]], *, limit: int = 10) -> str:
 
 
 def finding_markdown(item: Finding, *, limit: int = 10) -> str:
-    """One finding: title, why, what to do, and the rows that prove it."""
+    """One finding: title, why, what to do, and the rows that prove it (``limit`` 0: none)."""
     parts = [
         f"### {item.severity.value}: {item.title}",
         "",
@@ -44,7 +83,7 @@ def finding_markdown(item: Finding, *, limit: int = 10) -> str:
         "",
         f"**What to do:** {item.action}",
     ]
-    if item.rows:
+    if item.rows and limit:
         parts += ["", markdown_table(list(item.rows), limit=limit)]
     return "\n".join(parts)
 
@@ -81,12 +120,69 @@ class MarkdownView:
         return self.text
 
 
-def show(findings: Findings) -> MarkdownView:
-    """The findings as a notebook display (Markdown)."""
-    return MarkdownView(findings_markdown(findings))
+def show(findings: Findings, *, limit: int = 0) -> MarkdownView:
+    """The findings as a notebook display (Markdown); ``limit`` rows of proof per finding
+    (none by default: the story's tables showed them, and findings.json keeps them all)."""
+    return MarkdownView(findings_markdown(findings, limit=limit))
 
 
 def record(findings: Findings, path: str | os.PathLike[str]) -> MarkdownView:
     """Write ``findings.json`` to ``path`` and return the findings for display."""
     findings.write(path)
     return show(findings)
+
+
+VERDICT_COLOURS = {"CLEAN": "#2e7d4f", "ACTION_NEEDED": "#b25e09", "INCOMPLETE_EVIDENCE": "#b3261e"}
+
+
+def summary_html(findings: Findings, *, actions: int = 5) -> str:
+    """The block a report opens with: verdict, app, window, as_of, counts, settings, and the
+    first ``actions`` things to do, most severe first. Made from findings alone."""
+    e = html.escape
+    evidence = findings.evidence
+    parameters = dict(evidence.parameters)
+    sources = parameters.pop("settings_from", {})
+    app = parameters.pop("app_name", None)
+    facts = [("flow", findings.flow), ("app", app or MISSING)]
+    if evidence.window:
+        facts.append(("window (UTC)", f"{evidence.window[0]} .. {evidence.window[1]}"))
+    facts.append(("as of (UTC)", evidence.as_of or MISSING))
+    counts = ", ".join(f"{k} {v}" for k, v in findings.summary.items() if v)
+    facts.append(("counts", counts or MISSING))
+    todo = sorted(
+        (item for item in findings.items if item.needs_action),
+        key=lambda f: SEVERITY_ORDER[f.severity.value],
+    )[:actions]
+    colour = VERDICT_COLOURS[findings.verdict.value]
+    parts = [
+        '<section class="ik-summary" style="border-left:6px solid '
+        f'{colour};padding:0.6em 1em;margin:0 0 1.5em 0;background:#fafafa">',
+        f'<h1 style="margin-top:0">{e(evidence.title or findings.flow)}</h1>',
+        f'<p style="font-size:1.4em;margin:0.2em 0;color:{colour}"><b>'
+        f"{e(findings.verdict.value)}</b>: {e(VERDICT_WORDS[findings.verdict.value])}</p>",
+        '<table style="margin:0.5em 0">',
+        *(
+            f"<tr><th style='text-align:left;padding-right:1em'>{e(k)}</th>"
+            f"<td style='text-align:left'>{e(str(v))}</td></tr>"
+            for k, v in facts
+        ),
+        "</table>",
+    ]
+    if todo:
+        parts.append("<h3>What to do first</h3><ol>")
+        parts += [
+            f"<li><b>{e(item.severity.value)}: {e(item.title)}</b>. {e(item.action)}</li>"
+            for item in todo
+        ]
+        parts.append("</ol>")
+    if parameters:
+        parts.append("<details><summary>Settings of this run</summary><table>")
+        parts += [
+            f"<tr><th style='text-align:left;padding-right:1em'>{e(k)}</th>"
+            f"<td style='text-align:left'>{e(plain(v))}</td>"
+            f"<td style='text-align:left;color:#666'>{e(str(sources.get(k, '')))}</td></tr>"
+            for k, v in parameters.items()
+        ]
+        parts.append("</table></details>")
+    parts.append("</section>")
+    return "\n".join(parts)

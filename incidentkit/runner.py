@@ -184,15 +184,29 @@ def scan_for_secrets(paths: list[Path], secrets: list[str]) -> list[Path]:
     return leaked
 
 
-def render_html(notebook: Path, html: Path, *, show_code: bool) -> None:
-    """A standalone HTML report of an executed notebook (code hidden unless asked)."""
+def render_html(
+    notebook: Path, html: Path, *, show_code: bool, findings: Path | None = None, flow: str = ""
+) -> None:
+    """A standalone HTML report of an executed notebook (code hidden unless asked).
+
+    With ``findings`` it opens with their summary block (verdict, app, window, counts, first
+    actions) and the page is titled by the incident and the flow.
+    """
     import nbformat
     from nbconvert import HTMLExporter
 
+    from incidentkit.report import summary_html
+
+    nb = nbformat.read(str(notebook), as_version=4)
+    title = "incident report"
+    if findings is not None and findings.is_file():
+        document = Findings.read(findings)
+        nb.cells.insert(0, nbformat.v4.new_markdown_cell(summary_html(document)))
+        title = f"{document.evidence.title or 'incident'} — {flow or document.flow}"
     exporter = HTMLExporter(
         exclude_input=not show_code, exclude_input_prompt=True, exclude_output_prompt=True
     )
-    body, _ = exporter.from_notebook_node(nbformat.read(str(notebook), as_version=4))
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
     html.write_text(body, encoding="utf-8")
 
 
@@ -257,7 +271,7 @@ def run_flow(
             failure = 4, f"the kernel died in {_running_cell(executed)} ({err})"
     if failure is not None:
         failed_findings(flow, failure[1], params).write(findings)
-    render_html(executed, html, show_code=show_code)
+    render_html(executed, html, show_code=show_code, findings=findings, flow=flow)
     leaked = scan_for_secrets([executed, html, findings], secrets)
     if leaked:
         for path in leaked:

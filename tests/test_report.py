@@ -3,8 +3,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
+
 from incidentkit.findings import Finding, Findings, Provenance
-from incidentkit.report import findings_markdown, markdown_table, record
+from incidentkit.report import findings_markdown, markdown_table, plain, record, summary_html, table
 
 
 def sample() -> Findings:
@@ -46,5 +48,60 @@ def test_markdown_table_says_how_many_rows_it_left_out() -> None:
 
 def test_record_writes_the_document_and_returns_a_display(tmp_path: Path) -> None:
     view = record(sample(), tmp_path / "findings.json")
-    assert json.loads((tmp_path / "findings.json").read_text())["verdict"] == "ACTION_NEEDED"
-    assert view._repr_markdown_() == findings_markdown(sample())
+    written = json.loads((tmp_path / "findings.json").read_text())
+    assert written["verdict"] == "ACTION_NEEDED"
+    assert written["items"][1]["rows"] == [{"run_id": "r-1", "note": "a|b\nc"}]  # all kept
+    # The display has no row tables: the story's tables showed them, findings.json keeps them.
+    assert view._repr_markdown_() == findings_markdown(sample(), limit=0)
+    assert "| r-1 |" not in view._repr_markdown_()
+
+
+def test_a_long_text_is_never_cut() -> None:
+    long = "x" * 500
+    assert long in markdown_table([{"reason": long}])
+    assert long in table(pd.DataFrame({"reason": [long]})).to_html()
+
+
+def test_tables_for_people_have_no_index_no_nan_and_comma_lists() -> None:
+    frame = pd.DataFrame(
+        {
+            "run_id": ["r-1", "r-2"],
+            "calls": [("c-1", "c-2"), ()],
+            "lease": [pd.Timestamp("2026-11-29T03:00:00.25Z"), pd.NaT],
+            "attempts": [1.0, float("nan")],
+        },
+        index=[7, 9],
+    )
+    rendered = table(frame).to_html()
+    assert "c-1, c-2" in rendered and "2026-11-29 03:00:00.250 UTC" in rendered
+    assert "nan" not in rendered.lower() and "NaT" not in rendered and "()" not in rendered
+    assert rendered.count("—") == 3  # the empty list, the missing time, the missing number
+    assert ">7<" not in rendered and ">9<" not in rendered  # no index
+    assert [plain(v) for v in (None, [], {"a": 1}, "x")] == ["—", "—", "a: 1", "x"]
+
+
+def test_the_summary_block_opens_with_verdict_app_counts_and_actions() -> None:
+    findings = Findings(
+        "orphans",
+        "ACTION_NEEDED",
+        {"runs": 3, "orphans": 1, "crash_loops": 0},
+        sample().items,
+        Provenance(
+            "INC-7 <b>",
+            ("2026-11-29T02:30:00Z", "2026-11-29T04:00:00Z"),
+            "2026-11-29T04:00:00Z",
+            {
+                "app_name": "invoicing",
+                "terminal_agent": ["notify_agent"],
+                "settings_from": {"terminal_agent": "[apps.invoicing]"},
+            },
+        ),
+    )
+    block = summary_html(findings)
+    assert block.index("ACTION_NEEDED") < block.index("What to do first")
+    assert "INC-7 &lt;b&gt;" in block  # escaped
+    assert "<td style='text-align:left'>invoicing</td>" in block
+    assert "runs 3, orphans 1" in block and "crash_loops" not in block
+    assert "Ask billing for send-invoice:INV-7." in block
+    assert "1 live lease" not in block  # INFO items are not things to do
+    assert "[apps.invoicing]" in block and "notify_agent" in block

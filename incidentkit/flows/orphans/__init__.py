@@ -16,6 +16,7 @@ from incidentkit.flows.orphans.steps import (
     plot_most_urgent_run,
     setup,
     sweep,
+    table,
 )
 from incidentkit.flows.orphans.triage import (
     JournalVerdict,
@@ -41,4 +42,5 @@ __all__ = [
     "plot_run_timeline",
     "setup",
     "sweep",
+    "table",
 ]

@@ -11,8 +11,6 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
 from incidentkit.errors import ParameterError
 from incidentkit.evidence import Evidence, open_evidence
 from incidentkit.findings import Findings
@@ -113,13 +111,41 @@ def findings(report: OrphanReport, evidence: Evidence, settings: Settings) -> Fi
     )
 
 
+SHOWN: Mapping[str, tuple[str, ...]] = {
+    "orphans": (
+        *("run_id", "orphan_class", "last_seq", "last_author", "last_ts"),
+        *("unanswered_calls", "journal_verdict", "owner", "attempts"),
+    ),
+    "calls": (
+        *("run_id", "tool", "args", "ts", "long_running", "business_key"),
+        *("journal_status", "journal_verdict", "matched_by", "action_kind"),
+    ),
+    "crash_loops": ("run_id", "owner", "attempts", "attempts_cap", "orphan_class", "action"),
+    "duplicate_effects": ("business_key", "tool", "effects", "basis", "detail"),
+    "in_flight": ("run_id", "status", "orphan_class", "owner", "lease_until", "action"),
+    "status_disagreements": ("run_id", "ledger_status", "orphan_class", "detail"),
+    "per_owner": ("owner", "runs", "live_leases", "orphans", "recovered_unfinished", "crash_loops"),
+}
+"""The columns each view of the sweep shows in the report; findings.json keeps every column."""
+
+
+def table(report: OrphanReport, view: str) -> Any:
+    """One view of the sweep (``"orphans"``, ``"calls"``, ...) as a table for people, with
+    the columns a reader needs (:data:`SHOWN`)."""
+    from incidentkit.report import table as people_table
+
+    return people_table(getattr(report, view), SHOWN[view])
+
+
 def action_table(report: OrphanReport) -> Any:
-    """What to do with each unfinished run, most urgent first, full text (a pandas Styler)."""
-    ordered = by_urgency(pd.concat([report.orphans, report.in_flight], ignore_index=True))
-    table = ordered[["run_id", "owner", "orphan_class", "action", "reason"]].reset_index(drop=True)
-    return table.style.hide(axis="index").set_properties(
-        subset=["action", "reason"], **{"text-align": "left", "white-space": "normal"}
-    )
+    """What to do with each orphan, most urgent first, in full sentences.
+
+    Live leases and paused runs are not orphans: the notebook shows them apart.
+    """
+    from incidentkit.report import table
+
+    columns = ["run_id", "owner", "orphan_class", "action", "reason"]
+    return table(by_urgency(report.orphans), columns)
 
 
 def plot_most_urgent_run(
