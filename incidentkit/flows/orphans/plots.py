@@ -92,12 +92,19 @@ def plot_run_timeline(
     responses: pd.DataFrame | None = None,
     ax: Axes | None = None,
 ) -> Axes:
-    """One run's swimlanes: ledger lease, events by kind, journal INTENT/DONE, spans as bars.
+    """One run's swimlanes on a UTC clock: the ledger lease, events by kind, journal
+    INTENT/DONE, spans as bars.
 
-    The x axis is seconds since the run's ``started_at`` (or its first event). Events are the
-    run's invocation (the ledger's, or the one recovered from its user event); journal
-    entries are those of that invocation or of its calls; spans those of the invocation.
+    The view zooms to where the run's events, journal entries and spans are (and its lease
+    expiry, when near). The lease is drawn as the ledger records it: acquired at
+    ``started_at``, last renewed at ``updated_at``, expiring at ``lease_until``; a moment out of
+    view is named at the edge instead. Markers that would overlap are spread apart vertically
+    within their lane. Events are the run's invocation (the ledger's, or the one recovered from
+    its user event); journal entries those of that invocation or of its calls; spans those of
+    the invocation.
     """
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
     for name, frame in (("runs", runs), ("events", events), ("journal", journal), ("spans", spans)):
         require_columns(frame, spec_of(name).names, what=f"the {name} frame")
     located = run_invocations(runs, events)
@@ -112,55 +119,143 @@ def plot_run_timeline(
     own = [] if calls is None else calls.loc[calls["invocation_id"] == inv, "call_id"].dropna()
     entries = journal[(journal["invocation_id"] == inv) | journal["function_call_id"].isin(own)]
     lanes = spans[spans["invocation_id"] == inv].sort_values(["start", "span_id"])
+    ax = new_axes(ax, (10.0, 2.2 + 0.3 * len(lanes)))
 
-    times = [run["started_at"], *mine["ts"], *entries["created_at"], *lanes["start"]]
-    known = [t for t in times if not pd.isna(t)]
-    t0 = run["started_at"] if not pd.isna(run["started_at"]) else min(known, default=None)
-    ax = new_axes(ax, (10.0, 2.0 + 0.3 * len(lanes)))
-
-    def secs(values: Any) -> np.ndarray:
+    def num(values: Any) -> np.ndarray:
+        """UTC times as matplotlib date numbers (NaN where missing)."""
         stamps = pd.to_datetime(pd.Series(values, dtype=object), utc=True)
-        seconds: np.ndarray = (stamps - t0).dt.total_seconds().to_numpy(dtype=float)
-        return seconds
+        naive = stamps.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(dtype="datetime64[ns]")
+        out: np.ndarray = np.full(len(naive), np.nan)
+        ok = ~np.isnat(naive)
+        out[ok] = naive[ok].astype("int64") / 86_400e9  # days since 1970, matplotlib's epoch
+        return out
 
-    # (x positions, lane, marker, colour, label) of every point drawn.
-    points: list[tuple[np.ndarray, int, str, str, str]] = []
     kinds = event_kinds(mine, calls, responses)
-    for kind, (marker, colour) in EVENT_MARKERS.items():
-        points.append((secs(mine.loc[kinds == kind, "ts"]), 1, marker, colour, f"event: {kind}"))
     done = entries[entries["status"] == "DONE"]
-    points.append((secs(entries["created_at"]), 2, "D", "#e0a030", "journal INTENT"))
-    points.append((secs(done["updated_at"]), 2, "s", "#4c9f70", "journal DONE"))
-    lease = secs([t0, run["lease_until"]]) if t0 is not None else np.array([np.nan, np.nan])
-    starts, ends = secs(lanes["start"]), secs(lanes["end"])
-    horizon = np.nanmax(np.concatenate([[0.0], lease, starts, ends, *(p[0] for p in points)]))
+    points: list[tuple[np.ndarray, int, str, str, str]] = [
+        (num(mine.loc[kinds == kind, "ts"]), 1, marker, colour, f"event: {kind}")
+        for kind, (marker, colour) in EVENT_MARKERS.items()
+    ]
+    points.append((num(entries["created_at"]), 2, "D", "#e0a030", "journal INTENT"))
+    points.append((num(done["updated_at"]), 2, "s", "#4c9f70", "journal DONE"))
+    starts, ends = num(lanes["start"]), num(lanes["end"])
+    acquired, renewed, expiry = num([run["started_at"], run["updated_at"], run["lease_until"]])
+    left, right = _view(
+        np.concatenate([starts, ends, *(p[0] for p in points)]), acquired, renewed, expiry
+    )
 
-    if not np.isnan(lease).any():
-        ax.barh(0, lease[1] - lease[0], left=lease[0], color="#b8c4d6", label="lease")
-        status = f" {run['status']} · owner {run['owner']} · attempts {run['attempts']}"
-        ax.text(float(lease[0]), 0.0, status, va="center", fontsize="small")
-    for xs, lane, marker, colour, label in points:
-        if len(xs):
-            ax.scatter(
-                xs, np.full(len(xs), lane), marker=marker, color=colour, s=60, label=label, zorder=3
-            )
+    _draw_lease(ax, acquired, renewed, expiry, left, right)
+    points = [(xs[~np.isnan(xs)], lane, m, c, label) for xs, lane, m, c, label in points]
+    for lane in sorted({p[1] for p in points}):
+        in_lane = [p for p in points if p[1] == lane]
+        # Spread over the whole lane, so markers of different kinds at one moment part too.
+        offsets = _spread(np.concatenate([p[0] for p in in_lane]), (right - left) / 80)
+        for xs, _, marker, colour, label in in_lane:
+            ys, offsets = lane + offsets[: len(xs)], offsets[len(xs) :]
+            if len(xs):
+                ax.scatter(xs, ys, marker=marker, color=colour, s=50, label=label, zorder=3)
     unended = np.isnan(ends)
     failed = lanes["status"].fillna("").str.upper().eq("ERROR").to_numpy(dtype=bool)
     for row, (start, end, open_, bad) in enumerate(zip(starts, ends, unended, failed, strict=True)):
         ax.barh(
             3 + row,
-            (horizon if open_ else end) - start,
+            (right if open_ else end) - start,
             left=start,
+            height=0.6,
             color="#c8553d" if bad else "#8e9aaf",
             hatch="//" if open_ else None,
             label="span (unended: hatched)" if row == 0 else None,
         )
-    labels = ["ledger lease", "events", "journal", *lanes["name"].fillna("span").tolist()]
+    lease = f"ledger lease\n{run['status']} · {run['owner']} · attempts {run['attempts']}"
+    labels = [lease, "events", "journal", *lanes["name"].fillna("span").tolist()]
     ax.set_yticks(np.arange(len(labels)), labels)
-    ax.invert_yaxis()
-    when = "?" if t0 is None else pd.Timestamp(t0).strftime("%Y-%m-%d %H:%M:%SZ")
-    ax.set_xlabel(f"seconds since {when} (UTC)")
+    ax.set_ylim(len(labels) - 0.4, -0.6)
+    ax.set_xlim(left, right)
+    fine = (right - left) < 120 * _SECOND  # under two minutes: milliseconds tell events apart
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _clock(x, fine=fine)))
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
+    ax.set_xlabel(f"time on {_utc(left).strftime('%Y-%m-%d')} (UTC)")
+    ax.grid(axis="x", color="#dddddd", linewidth=0.6)
     ax.set_title(f"run {run_id}\nsession {run['session_id']} · invocation {inv}", fontsize="medium")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     return ax
+
+
+_SECOND = 1.0 / 86_400.0  # one second in matplotlib date units (days since 1970)
+
+
+def _utc(x: float) -> pd.Timestamp:
+    """A matplotlib date number (days since 1970, its default epoch) as a UTC timestamp."""
+    return pd.Timestamp(x * 86_400.0, unit="s", tz="UTC")
+
+
+def _clock(x: float, *, fine: bool) -> str:
+    text = str(_utc(x).strftime("%H:%M:%S.%f"))
+    return text[:-3] if fine else text[:-7]
+
+
+def _view(
+    moments: np.ndarray, acquired: float, renewed: float, expiry: float
+) -> tuple[float, float]:
+    """The x range: where the run's evidence is, widened to its lease moments when near."""
+    focus = moments[~np.isnan(moments)]
+    ledger = np.array([t for t in (acquired, renewed, expiry) if not np.isnan(t)])
+    if not len(focus):
+        focus = ledger
+    if not len(focus):
+        return 0.0, 1.0
+    low, high = float(focus.min()), float(focus.max())
+    reach = max(high - low, 10 * _SECOND)
+    for moment in ledger:  # a lease moment within half the span again is worth showing
+        if low - reach / 2 <= moment <= high + reach / 2:
+            low, high = min(low, moment), max(high, moment)
+    pad = max((high - low) * 0.05, _SECOND)
+    return low - pad, high + pad
+
+
+def _spread(xs: np.ndarray, near: float) -> np.ndarray:
+    """Vertical offsets that keep markers closer than ``near`` on x apart (0, -, +, --, ++)."""
+    order = np.argsort(xs, kind="stable")
+    offsets = np.zeros(len(xs))
+    steps = (0.0, -0.18, 0.18, -0.34, 0.34)
+    run, last = 0, -np.inf
+    for i in order:
+        run = run + 1 if xs[i] - last < near else 0
+        last = xs[i] if run == 0 else last
+        offsets[i] = steps[run % len(steps)]
+    return offsets
+
+
+def _draw_lease(
+    ax: Axes,
+    acquired: float,
+    renewed: float,
+    expiry: float,
+    left: float,
+    right: float,
+) -> None:
+    """The lease lane: acquired, last renewal, the held span and the expiry; off-view moments
+    are named at the edge."""
+    held_from = renewed if not np.isnan(renewed) else acquired
+    if not np.isnan(held_from) and not np.isnan(expiry):
+        start, end = max(held_from, left), min(expiry, right)
+        if end > start:
+            ax.barh(0, end - start, left=start, height=0.5, color="#b8c4d6", label="lease held")
+    marks = (
+        (acquired, "|", "acquired"),
+        (renewed, "o", "last renewal"),
+        (expiry, "x", "lease expires"),
+    )
+    for moment, marker, label in marks:
+        if np.isnan(moment) or (label == "last renewal" and moment == acquired):
+            continue  # never renewed: the acquisition says it
+        if left <= moment <= right:
+            ax.scatter([moment], [0], marker=marker, color="#34495e", s=70, zorder=4, label=label)
+            if label == "lease expires":
+                ax.axvline(moment, color="#c8553d", linestyle="--", linewidth=0.8)
+        else:
+            at = _clock(moment, fine=False)
+            edge, align, arrow = (left, "left", "← ") if moment < left else (right, "right", "")
+            text = f"{arrow}{label} {at}" + (" →" if moment > right else "")
+            ax.text(edge, 0.3, f" {text} ", ha=align, va="center", fontsize="x-small")

@@ -196,6 +196,7 @@ def test_run_timeline_draws_the_runs_lanes(tmp_path: Path) -> None:
     )
     points = {c.get_label(): len(c.get_offsets()) for c in ax.collections}
     assert points == {
+        "acquired": 1,  # never renewed: no separate renewal mark
         "event: user": 1,
         "event: call": 2,
         "event: response": 1,
@@ -203,13 +204,47 @@ def test_run_timeline_draws_the_runs_lanes(tmp_path: Path) -> None:
         "journal DONE": 1,
     }
     labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert labels == ["ledger lease", "events", "journal", "invocation", "execute_tool sendInvoice"]
-    totals = bar_totals(ax)
-    assert totals["ledger lease"] == 60.0
-    assert totals["invocation"] == 3.0
-    assert totals["execute_tool sendInvoice"] == 60.0 - 4.0  # unended: drawn to the lease's end
+    assert labels == [
+        "ledger lease\nRUNNING · w1 · attempts 1",
+        "events",
+        "journal",
+        "invocation",
+        "execute_tool sendInvoice",
+    ]
+    # The x axis is the UTC clock (days since 1970), zoomed to the run's 0-4.1 s of evidence:
+    # the lease's expiry at 60 s is named at the edge, not drawn 15 times wider than the run.
+    left, right = (_utc_seconds(x) for x in ax.get_xlim())
+    assert -1.5 < left < 0 and 4.1 < right < 6  # 1 s beyond the last journal entry
+    assert any("lease expires 03:01:00" in t.get_text() for t in ax.texts)
+    totals = {k: v * 86_400 for k, v in bar_totals(ax).items()}
+    assert totals["invocation"] == pytest.approx(3.0, abs=1e-3)
+    assert totals[labels[0]] == pytest.approx(right, abs=1e-3)  # held from acquiry to the edge
+    assert totals["execute_tool sendInvoice"] == pytest.approx(right - 4.0, abs=1e-3)
     assert [p.get_hatch() for p in ax.patches] == [None, None, "//"]
+    clock = ax.xaxis.get_major_formatter()
+    assert clock(T0.timestamp() / 86_400 + 1.5 / 86_400, 0) == "03:00:01.500"  # UTC, with ms
     assert png(ax, tmp_path / "timeline.png") > 20_000
+
+
+def test_markers_at_the_same_moment_are_kept_apart() -> None:
+    f = timeline_frames()
+    events = f["events"].copy()
+    events["ts"] = T0 + pd.Timedelta(seconds=1)  # every event of the run at one instant
+    ax = plot_run_timeline(
+        "r1", f["runs"], events, f["journal"], f["spans"], calls=f["calls"],
+        responses=f["responses"],
+    )  # fmt: skip
+    lanes = [
+        tuple(y for _, y in c.get_offsets()) for c in ax.collections if "event" in c.get_label()
+    ]
+    ys = [y for lane in lanes for y in lane]
+    assert len(ys) == 4 and len(set(ys)) == 4  # four events, four heights in the lane
+    assert all(0.5 < y < 1.5 for y in ys)
+
+
+def _utc_seconds(x: float) -> float:
+    """An x position as seconds after T0."""
+    return x * 86_400 - T0.timestamp()
 
 
 def test_run_timeline_without_calls_and_for_an_unknown_run() -> None:
