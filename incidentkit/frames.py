@@ -12,19 +12,19 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, cast
 
 import pandas as pd
 
 from incidentkit.errors import ParameterError, SchemaError
 
-TS = "datetime64[ns, UTC]"
-STR = "str"
-OBJ = "object"
-BOOL = "bool"
-INT = "int64"
-NINT = "Int64"  # nullable integer
-FLOAT = "float64"
+TS: Final = "datetime64[ns, UTC]"
+STR: Final = "str"
+OBJ: Final = "object"
+BOOL: Final = "bool"
+INT: Final = "int64"
+NINT: Final = "Int64"  # nullable integer
+FLOAT: Final = "float64"
 
 
 class RunStatus(enum.StrEnum):
@@ -374,13 +374,14 @@ def cast_columns(frame: pd.DataFrame, columns: Mapping[str, str], *, what: str) 
         elif dtype == STR:
             out[col] = series.astype(object).where(series.notna(), None).astype(STR)
         else:
-            out[col] = series.astype(dtype)
+            out[col] = series.astype(cast(Any, dtype))  # a dtype name of the frame contracts
     return pd.DataFrame(out, index=pd.RangeIndex(len(frame)))
 
 
 def _utc_column(series: pd.Series, *, what: str) -> pd.Series:
     if isinstance(series.dtype, pd.DatetimeTZDtype):
-        return series.dt.tz_convert("UTC").dt.as_unit("ns")
+        converted: pd.Series = series.dt.tz_convert("UTC").dt.as_unit("ns")
+        return converted
     if series.isna().all():
         return pd.Series(pd.NaT, index=series.index, dtype=TS)
     if series.dtype == object:

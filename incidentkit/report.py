@@ -53,8 +53,19 @@ def table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> Any:
     return (
         text.reset_index(drop=True)
         .style.hide(axis="index")
-        .set_properties(**{"text-align": "left", "white-space": "normal", "vertical-align": "top"})
-        .set_table_styles([{"selector": "th", "props": [("text-align", "left")]}])
+        .set_table_styles(
+            [
+                {"selector": "th", "props": [("text-align", "left")]},
+                {
+                    "selector": "td",
+                    "props": [
+                        ("text-align", "left"),
+                        ("white-space", "normal"),
+                        ("vertical-align", "top"),
+                    ],
+                },
+            ]
+        )
     )
 
 

@@ -8,7 +8,7 @@ source is declared to store UTC without an offset.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -41,10 +41,12 @@ def localize(wall: pd.Series, zone: str) -> pd.Series:
     happened) is moved forward to the first instant after the gap.
     """
     if zone == "UTC":
-        return wall.dt.tz_localize("UTC")
+        utc: pd.Series = wall.dt.tz_localize("UTC")
+        return utc
     first = np.ones(len(wall), dtype=bool)
     local = wall.dt.tz_localize(zone, ambiguous=first, nonexistent="shift_forward")
-    return local.dt.tz_convert("UTC")
+    converted: pd.Series = local.dt.tz_convert("UTC")
+    return converted
 
 
 _OFFSET = re.compile(r"(?:[zZ]|[+-]\d\d(?::?\d\d)?)$")
@@ -76,7 +78,7 @@ def parse_utc(
         in_range = numbers.abs() * _NS_PER[unit] < _NS_LIMIT
         reasons[numbers.notna() & ~in_range] = OUT_OF_RANGE
         numbers = numbers.where(in_range)
-        times = pd.to_datetime(numbers, unit=unit, utc=True).dt.as_unit("ns")
+        times = pd.to_datetime(numbers, unit=cast(Any, unit), utc=True).dt.as_unit("ns")
         return times, reasons
     times = pd.Series(pd.NaT, index=index, dtype=TS)
     if not present.any():
@@ -88,11 +90,11 @@ def parse_utc(
     offsetless = ~unreadable & ~as_text.str.contains(_OFFSET, na=False)
     if zone is None:
         reasons[offsetless[offsetless].index] = NO_OFFSET
-        parsed[offsetless] = pd.NaT
+        parsed = parsed.mask(offsetless)
     far = ~unreadable & ~holdable(parsed)
     if far.any():
         reasons[far[far].index] = OUT_OF_RANGE
-        parsed[far] = pd.NaT
+        parsed = parsed.mask(far)
     if zone not in (None, "UTC") and (offsetless & ~far).any():
         local = offsetless & ~far
         wall = parsed[local].dt.tz_localize(None)  # read as UTC above: the wall clock

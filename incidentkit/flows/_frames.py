@@ -73,7 +73,10 @@ def per_group(values: pd.Series, keys: pd.Series, sep: str | None = None) -> pd.
     else:
         one = singles  # a string joined alone is itself
         grouped = values[multi].groupby(keys[multi].to_numpy(), sort=False).agg(sep.join)
-    return pd.concat([pd.Series(one, index=keys[~multi].to_numpy(), dtype=object), grouped])
+    joined: pd.Series = pd.concat(
+        [pd.Series(one, index=keys[~multi].to_numpy(), dtype=object), grouped]
+    )
+    return joined
 
 
 def tuples(series: pd.Series) -> pd.Series:

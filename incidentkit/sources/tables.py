@@ -84,12 +84,12 @@ def load_table(
         raw, where = _read_files(layout, spec, names, sink)
         prefix, exact = "", False
     # Missing is None (an all-NaN column parses as nothing); empty text is missing.
-    raw = raw.astype(object).where(raw.notna() & raw.ne(""), None).reset_index(drop=True)
+    raw = raw.astype(object).where(raw.notna() & (raw != ""), None).reset_index(drop=True)
     where = prefix + where.astype(str).reset_index(drop=True)
     frame, reasons = _normalise(layout, raw, naive=spec.naive_timestamps)
     if not exact:
         keep = filter_mask(layout, frame, filters)
-        frame, raw, reasons, where = (part[keep] for part in (frame, raw, reasons, where))
+        frame, raw, reasons, where = frame[keep], raw[keep], reasons[keep], where[keep]
     reasons = _duplicates(layout, frame, reasons, where)
     bad = reasons.notna()
     for location, reason, row in zip(

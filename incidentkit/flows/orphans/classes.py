@@ -89,8 +89,8 @@ def locate(runs: pd.DataFrame, log: Log) -> pd.DataFrame:
     cand = cand[fits]
     exact = cand["ev_app"].notna().astype(int) + cand["ev_user"].notna().astype(int)
     best = cand.assign(exact=exact).sort_values(["row", "exact"], ascending=[True, False])
-    best = best.drop_duplicates("row").set_index("row")["sk"]
-    out["sk"] = out["row"].map(best).fillna(-1).astype(np.int64)
+    best_sk = best.drop_duplicates("row").set_index("row")["sk"]
+    out["sk"] = out["row"].map(best_sk).fillna(-1).astype(np.int64)
 
     # runAsync does not emit the user event, so the ledger may lack the invocation id: take
     # the first stored user event of the session at or after the run's start.

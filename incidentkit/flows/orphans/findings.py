@@ -17,7 +17,7 @@ from incidentkit.findings import (
     iso_text,
     rows_of,
 )
-from incidentkit.flows.orphans.triage import JournalVerdict, OrphanReport
+from incidentkit.flows.orphans.triage import Action, JournalVerdict, OrphanReport
 
 _RUN_ROW = ["run_id", "session_id", "invocation_id", "orphan_class", "action_kind"]
 _RUN_ROW += ["unanswered_calls", "journal_verdict", "action", "reason", "owner", "attempts"]
@@ -152,10 +152,10 @@ def orphan_findings(
         "orphans/duplicate-effects": (report.duplicate_effects, None),
         "orphans/status-disagreements": (report.status_disagreements, None),
         "orphans/in-flight-check": (
-            in_flight[~in_flight["action_kind"].isin(["WAIT", "NONE"])],
+            in_flight[~in_flight["action_kind"].isin([Action.WAIT, Action.NONE])],
             _RUN_ROW,
         ),
-        "orphans/waiting": (in_flight[in_flight["action_kind"] == "WAIT"], _RUN_ROW),
+        "orphans/waiting": (in_flight[in_flight["action_kind"] == Action.WAIT], _RUN_ROW),
         "orphans/live-leases": (report.live_leases, None),
     }
     items = [

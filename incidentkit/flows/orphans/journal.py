@@ -17,7 +17,7 @@ import pandas as pd
 
 from incidentkit.errors import ParameterError
 from incidentkit.flows._frames import choose
-from incidentkit.frames import STR
+from incidentkit.frames import STR, JournalStatus
 
 
 class JournalVerdict(enum.StrEnum):
@@ -38,7 +38,7 @@ class KeyTemplate(NamedTuple):
     roots: tuple[str, ...]
 
 
-_STATUS_RANK = {"DONE": 0, "INTENT": 1}
+_STATUS_RANK = {JournalStatus.DONE: 0, JournalStatus.INTENT: 1}
 _EXAMPLE = 'give e.g. {"sendInvoice": "send-invoice:{invoiceId}"}'
 
 

@@ -12,7 +12,7 @@ import pandas as pd
 
 from incidentkit.errors import ParameterError
 from incidentkit.flows.orphans.triage import Action, OrphanClass, event_kinds, run_invocations
-from incidentkit.frames import require_columns, spec_of
+from incidentkit.frames import JournalStatus, require_columns, spec_of
 from incidentkit.plotting import new_axes
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ def plot_run_timeline(
         return out
 
     kinds = event_kinds(mine, calls, responses)
-    done = entries[entries["status"] == "DONE"]
+    done = entries[entries["status"] == JournalStatus.DONE]
     points: list[tuple[np.ndarray, int, str, str, str]] = [
         (num(mine.loc[kinds == kind, "ts"]), 1, marker, colour, f"event: {kind}")
         for kind, (marker, colour) in EVENT_MARKERS.items()

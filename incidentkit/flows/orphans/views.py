@@ -16,7 +16,7 @@ import pandas as pd
 from incidentkit.flows._frames import as_columns, plain_records, tuples
 from incidentkit.flows._text import fill, fill_first, int_text, join_text
 from incidentkit.flows.orphans.classes import Log, OrphanClass, event_kinds
-from incidentkit.frames import FLOAT, INT, OBJ, STR, TS, RunStatus
+from incidentkit.frames import FLOAT, INT, OBJ, STR, TS, JournalStatus, RunStatus
 
 CRASH_LOOP_COLUMNS: Mapping[str, str] = {
     "run_id": STR,
@@ -110,12 +110,13 @@ def crash_loops(
     by_row = {int(rows[s]): records[s:e] for s, e in itertools.pairwise(bounds.tolist())}
     out = crash.assign(attempts_cap=cap)
     extra: dict[str, Any] = {"attempts_cap": cap, "parked_at": at}
-    out["dead_letter"] = [
+    letters = [
         {**record, **extra, "last_events": by_row.get(row, [])}
         for record, row in zip(
             plain_records(crash[_DEAD_LETTER_FIELDS]), crash["row"].tolist(), strict=True
         )
     ]
+    out["dead_letter"] = pd.Series(letters, index=out.index, dtype=object)
     return as_columns(out.sort_values("run_id"), CRASH_LOOP_COLUMNS)
 
 
@@ -143,12 +144,12 @@ def duplicate_effects(
     # mean it is keyed by call id, so each re-drive ran the tool again. An INTENT beside a
     # DONE is an effect too: W4 (the send happened, journal.done was lost).
     j = journal.loc[
-        journal["status"].isin(["DONE", "INTENT"]),
+        journal["status"].isin([JournalStatus.DONE, JournalStatus.INTENT]),
         ["key", "invocation_id", "function_call_id", "status"],
     ]
     j = j.assign(
         business_key=j["function_call_id"].map(key_of_call["business_key"]).fillna(j["key"]),
-        done=j["status"] == "DONE",
+        done=j["status"] == JournalStatus.DONE,
     )
     j = j[j["business_key"].duplicated(keep=False)]  # so every group has two or more
     j = j[j.groupby("business_key")["done"].transform("any")]
