@@ -42,18 +42,30 @@ def _pairs(pairs: list[list[str]] | None) -> dict[str, str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from incidentkit.runner import coerce_parameters, run_flow
+    from pathlib import Path
 
-    params = coerce_parameters(args.flow, _pairs(args.parameter))
-    result = run_flow(
-        args.flow,
-        args.evidence,
-        args.out,
-        parameters=params,
-        timeout=args.timeout,
-        show_code=args.show_code,
-        progress=not args.quiet,
-    )
+    from incidentkit.runner import coerce_parameters, failed_findings, run_flow
+
+    try:
+        params = coerce_parameters(args.flow, _pairs(args.parameter))
+        result = run_flow(
+            args.flow,
+            args.evidence,
+            args.out,
+            parameters=params,
+            timeout=args.timeout,
+            show_code=args.show_code,
+            progress=not args.quiet,
+        )
+    except IncidentkitError as err:
+        # Refused before the notebook ran: an existing --out folder must not keep an earlier
+        # run's findings.json, which a scheduler would read as this run's.
+        out = Path(args.out)
+        if out.is_dir():
+            failed_findings(args.flow, f"{type(err).__name__}: {err}", {}).write(
+                out / "findings.json"
+            )
+        raise
     lines = [f"notebook: {result.notebook}", f"report:   {result.html}"]
     if result.findings:
         lines.append(f"findings: {result.findings} ({result.verdict})")

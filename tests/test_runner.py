@@ -363,3 +363,15 @@ def test_secret_scan_finds_credentials_from_the_environment(tmp_path: Path) -> N
 def test_unknown_flow_is_a_parameter_error() -> None:
     with pytest.raises(ParameterError, match="unknown flow"):
         run_flow("latency", CRASH, "/tmp/never")
+
+
+def test_a_run_refused_before_the_notebook_replaces_an_earlier_findings_json(
+    tmp_path: Path,
+) -> None:
+    stale = tmp_path / "findings.json"
+    stale.write_text('{"verdict": "ACTION_NEEDED"}')
+    argv = ["run", "orphans", "--evidence", str(CRASH), "--out", str(tmp_path), "--quiet"]
+    assert main([*argv, "-p", "app_nam", "invoicing"]) == 3
+    findings = Findings.read(stale)
+    assert findings.verdict.value == "INCOMPLETE_EVIDENCE"
+    assert "app_nam" in findings.items[0].detail
