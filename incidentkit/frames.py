@@ -419,7 +419,16 @@ def to_numbers(values: pd.Series) -> pd.Series:
     """
     if values.dtype.kind in "iuf":
         return values.astype("float64")
+    if pd.api.types.infer_dtype(values, skipna=True) in _PLAIN_NUMBERS:
+        try:  # text and ordinary numbers only: one vectorised pass
+            return pd.to_numeric(values, errors="coerce").astype("float64")
+        except OverflowError:
+            pass  # an integer past float's range: the value-by-value path below
     return pd.to_numeric(values.map(_number_or_text), errors="coerce").astype("float64")
+
+
+_PLAIN_NUMBERS = frozenset({"string", "integer", "floating", "mixed-integer-float", "empty"})
+"""Column kinds (``infer_dtype``) ``to_numeric`` reads right: no booleans, lists or objects."""
 
 
 def _number_or_text(value: Any) -> Any:

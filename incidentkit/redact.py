@@ -42,11 +42,6 @@ def remember_url(url: str) -> None:
     _known.update(url_secrets(url))
 
 
-def remember_secret(secret: str) -> None:
-    """Remember one secret (every rendering of it) for :func:`scrub_text`."""
-    _known.update(secret_forms(secret))
-
-
 def secret_forms(secret: str) -> set[str]:
     """Every way ``secret`` may be printed: raw, encoded, and as JSON or HTML stores it."""
     if len(secret) < MIN_SECRET:

@@ -107,9 +107,16 @@ def resolve_app(evidence: Evidence, given: str) -> tuple[str, str]:
 
 def ledger_apps(evidence: Evidence) -> list[str]:
     """The apps of the ledger's runs (read without the app filter), sorted."""
+    return _apps(_all_runs(evidence))
+
+
+def _all_runs(evidence: Evidence) -> pd.DataFrame:
     if not evidence.has("ledger"):
-        return []
-    runs = evidence.narrowed(replace(evidence.filters, app_name=None)).runs
+        return pd.DataFrame({"app_name": pd.Series(dtype=object)})
+    return evidence.narrowed(replace(evidence.filters, app_name=None)).runs
+
+
+def _apps(runs: pd.DataFrame) -> list[str]:
     return sorted(str(app) for app in runs["app_name"].dropna().unique())
 
 
@@ -121,11 +128,11 @@ def for_app(evidence: Evidence, app: str) -> Evidence:
         else evidence.narrowed(replace(evidence.filters, app_name=app))
     )
     if narrowed.has("ledger") and narrowed.runs.empty:
-        held = ledger_apps(evidence)
-        if held:
-            total = len(evidence.narrowed(replace(evidence.filters, app_name=None)).runs)
+        every = _all_runs(evidence)  # read once, for both the count and the apps
+        if len(every):
             raise ParameterError(
-                f"0 of {total} ledger runs are of app {app!r}; the ledger holds: {', '.join(held)}",
+                f"0 of {len(every)} ledger runs are of app {app!r}; the ledger holds: "
+                f"{', '.join(_apps(every))}",
                 value=app,
                 fix="give -p app_name with one of those apps",
             )

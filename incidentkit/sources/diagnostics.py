@@ -275,6 +275,8 @@ def _pairs(head: pd.Series) -> pd.DataFrame:
     return out
 
 
+_PLAIN = ("string", "empty", "integer", "floating", "mixed-integer-float")
+"""Column kinds that hold no list, object or boolean: their ids need no value-by-value check."""
 _ID_COLUMNS = ("invocation_id", "app_name", "user_id", "session_id", "agent", "tool", "call_id")
 
 
@@ -282,7 +284,7 @@ def _scalar_ids(rows: pd.DataFrame) -> pd.Series:
     """Why a JSON record's id field is no text or number (a list, an object), else null."""
     reasons = pd.Series(None, index=rows.index, dtype=object)
     for col in _ID_COLUMNS:
-        if col in rows:
+        if col in rows and pd.api.types.infer_dtype(rows[col], skipna=True) not in _PLAIN:
             wrong = rows[col].map(lambda v: isinstance(v, list | dict | bool))
             reasons[wrong & reasons.isna()] = f"{col} is not text: " + rows[col][wrong].map(repr)
     return reasons

@@ -349,6 +349,8 @@ def _normalise(layout: Layout, raw: pd.DataFrame, *, naive: Any) -> tuple[pd.Dat
             if wide.any():
                 ints[wide] = values[wide].map(_exact_int).astype("int64")
             out[col] = ints
+        elif pd.api.types.infer_dtype(values, skipna=True) in ("string", "empty"):
+            out[col] = values  # all text (every CSV field, most JSON): nothing to check
         else:
             wrong = values.map(_not_text)
             reasons = _note(reasons, wrong, f"{col} is not text: ", values.map(repr))
