@@ -226,6 +226,7 @@ THREADS = _spec(
     dump=STR,
     taken_at=TS,
     thread=STR,
+    nid=STR,
     state=STR,
     top_frame=STR,
     frames=OBJ,

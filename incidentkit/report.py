@@ -42,13 +42,18 @@ def plain(value: Any) -> str:
         return MISSING
     if isinstance(value, pd.Timestamp):
         return str(value.strftime("%Y-%m-%d %H:%M:%S.%f"))[:-3] + " UTC"
+    if isinstance(value, float):  # no float noise such as 66763.84999999999
+        return str(round(value, 2))
     return str(value)
 
 
 def table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> Any:
     """``frame`` as a table for people (a pandas Styler): no index, values as :func:`plain`
-    reads them, long text wrapped, never cut."""
+    reads them, long text wrapped, never cut. An empty frame reads "No rows." with its
+    columns named, not as a bare header."""
     shown = frame if columns is None else frame[list(columns)]
+    if shown.empty:
+        return MarkdownView(f"_No rows_ ({', '.join(map(str, shown.columns))}).")
     text = shown.astype(object).map(plain) if len(shown) else shown.astype(object)
     return (
         text.reset_index(drop=True)

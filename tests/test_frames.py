@@ -49,6 +49,7 @@ def test_conform_refuses_naive_timestamps() -> None:
             "dump": ["d"],
             "taken_at": [pd.Timestamp("2026-11-29 03:00")],
             "thread": ["t"],
+            "nid": ["0x1a2b"],
             "state": ["RUNNABLE"],
             "top_frame": [None],
             "frames": [()],

@@ -34,5 +34,13 @@ FLOWS: Mapping[str, Flow] = {
         sections=("ledger", "events", "journal"),
         profile_keys=("terminal_agent", "key_templates", "attempts_cap"),
     ),
+    "latency_cliff": Flow(
+        name="latency_cliff",
+        notebook="latency_cliff.ipynb",
+        summary="find when latency fell off a cliff, which invocations hang on what, which "
+        "threads are stuck, and the fix",
+        sections=("diagnostics", "spans", "ledger", "events", "threads"),
+        profile_keys=("client_timeout_s",),
+    ),
 }
 """Every flow, by name."""

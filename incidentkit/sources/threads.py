@@ -58,10 +58,23 @@ def _plain_name(line: str) -> str | None:
     return None if match is None else match["name"] or match["id"]
 
 
+def _nid(line: str, *, plain: bool) -> str | None:
+    """The OS thread id of a header: HotSpot's ``nid=`` (hex or decimal, as printed), or the
+    ``#id`` of a ``Thread.dump_to_file`` header; None when the header has neither."""
+    if plain:
+        return line.split(" ", 1)[0]
+    at = line.rfind(" nid=")
+    if at < 0:
+        return None
+    value = line[at + 5 :].split(" ", 1)[0]
+    return value or None
+
+
 @dataclass
 class _Thread:
     name: str
     lineno: int
+    nid: str | None = None
     state: str = UNKNOWN
     frames: list[str] = field(default_factory=list)
 
@@ -90,13 +103,14 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
                     "dump": name,
                     "taken_at": taken_at,
                     "thread": thread.name,
+                    "nid": thread.nid,
                     "state": thread.state,
                     "top_frame": thread.frames[0] if thread.frames else None,
                     "frames": tuple(thread.frames),
                 }
                 for thread in dump.threads
             ]
-    frame = pd.DataFrame(rows, columns=["dump", "taken_at", "thread", "state", "top_frame"])
+    frame = pd.DataFrame(rows, columns=["dump", "taken_at", "thread", "nid", "state", "top_frame"])
     frame["frames"] = pd.Series([row["frames"] for row in rows], dtype=object)
     frame["taken_at"] = pd.to_datetime(frame["taken_at"], utc=True).dt.as_unit("ns")
     if filters.window is not None:  # a dump of unknown time is kept (it was reported)
@@ -151,7 +165,7 @@ def _parse(path: Path, sink: RejectSink) -> list[_Dump]:
                     text,
                 )
             else:
-                thread = _Thread(name, lineno)
+                thread = _Thread(name, lineno, _nid(line, plain=dump.plain))
                 dump.threads.append(thread)
         elif thread is not None and not skipping:
             if line.startswith("java.lang.Thread.State:"):

@@ -58,6 +58,8 @@ def test_one_row_per_thread_with_state_and_stack() -> None:
     assert len(rx["frames"]) == 9  # the "- locked" line and the synchronizers are not frames
     assert rx["frames"][7] == "com.example.tools.OrderLookupTool.call(OrderLookupTool.java:57)"
     assert all(not f.startswith(("- ", "at ")) for frames in got["frames"] for f in frames)
+    assert rx["nid"] == "0x3a"
+    assert got.set_index("thread").loc["main", "nid"] == "0x1"
     vm = got.set_index("thread").loc["VM Thread"]
     assert pd.isna(vm["top_frame"])
     assert vm["frames"] == ()
@@ -111,6 +113,7 @@ def test_an_undated_dump_loads_its_stacks_with_a_warning() -> None:
 def test_dump_to_file_text_lists_virtual_threads() -> None:
     got = frame("virtual.txt")
     assert got["thread"].tolist() == ["main", "#30", "#119"]
+    assert got["nid"].tolist() == ["#1", "#30", "#119"]
     assert got["taken_at"].eq(utc("2026-11-29T03:12:01.531274Z")).all()
     assert got["state"].eq("UNKNOWN").all()
     assert got["top_frame"].iloc[1] == (

@@ -5,7 +5,7 @@ Built on :mod:`incidentkit.plotting` (``fn(frames..., *, ax=None) -> Axes``, hea
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -13,7 +13,7 @@ import pandas as pd
 from incidentkit.errors import ParameterError
 from incidentkit.flows.orphans.triage import Action, OrphanClass, event_kinds, run_invocations
 from incidentkit.frames import JournalStatus, require_columns, spec_of
-from incidentkit.plotting import new_axes
+from incidentkit.plotting import SECOND, clock_text, date_numbers, new_axes, utc_time_axis
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -103,7 +103,6 @@ def plot_run_timeline(
     its user event); journal entries those of that invocation or of its calls; spans those of
     the invocation.
     """
-    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     for name, frame in (("runs", runs), ("events", events), ("journal", journal), ("spans", spans)):
         require_columns(frame, spec_of(name).names, what=f"the {name} frame")
@@ -121,15 +120,7 @@ def plot_run_timeline(
     lanes = spans[spans["invocation_id"] == inv].sort_values(["start", "span_id"])
     ax = new_axes(ax, (10.0, 2.2 + 0.3 * len(lanes)))
 
-    def num(values: Any) -> np.ndarray:
-        """UTC times as matplotlib date numbers (NaN where missing)."""
-        stamps = pd.to_datetime(pd.Series(values, dtype=object), utc=True)
-        naive = stamps.dt.tz_convert("UTC").dt.tz_localize(None).to_numpy(dtype="datetime64[ns]")
-        out: np.ndarray = np.full(len(naive), np.nan)
-        ok = ~np.isnat(naive)
-        out[ok] = naive[ok].astype("int64") / 86_400e9  # days since 1970, matplotlib's epoch
-        return out
-
+    num = date_numbers
     kinds = event_kinds(mine, calls, responses)
     done = entries[entries["status"] == JournalStatus.DONE]
     points: list[tuple[np.ndarray, int, str, str, str]] = [
@@ -170,29 +161,12 @@ def plot_run_timeline(
     labels = [lease, "events", "journal", *lanes["name"].fillna("span").tolist()]
     ax.set_yticks(np.arange(len(labels)), labels)
     ax.set_ylim(len(labels) - 0.4, -0.6)
-    ax.set_xlim(left, right)
-    fine = (right - left) < 120 * _SECOND  # under two minutes: milliseconds tell events apart
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _clock(x, fine=fine)))
-    ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
-    ax.set_xlabel(f"time on {_utc(left).strftime('%Y-%m-%d')} (UTC)")
+    utc_time_axis(ax, left, right, bins=5)
     ax.grid(axis="x", color="#dddddd", linewidth=0.6)
     ax.set_title(f"run {run_id}\nsession {run['session_id']} · invocation {inv}", fontsize="medium")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     return ax
-
-
-_SECOND = 1.0 / 86_400.0  # one second in matplotlib date units (days since 1970)
-
-
-def _utc(x: float) -> pd.Timestamp:
-    """A matplotlib date number (days since 1970, its default epoch) as a UTC timestamp."""
-    return pd.Timestamp(x * 86_400.0, unit="s", tz="UTC")
-
-
-def _clock(x: float, *, fine: bool) -> str:
-    text = str(_utc(x).strftime("%H:%M:%S.%f"))
-    return text[:-3] if fine else text[:-7]
 
 
 def _view(
@@ -206,11 +180,11 @@ def _view(
     if not len(focus):
         return 0.0, 1.0
     low, high = float(focus.min()), float(focus.max())
-    reach = max(high - low, 10 * _SECOND)
+    reach = max(high - low, 10 * SECOND)
     for moment in ledger:  # a lease moment within half the span again is worth showing
         if low - reach / 2 <= moment <= high + reach / 2:
             low, high = min(low, moment), max(high, moment)
-    pad = max((high - low) * 0.05, _SECOND)
+    pad = max((high - low) * 0.05, SECOND)
     return low - pad, high + pad
 
 
@@ -255,7 +229,7 @@ def _draw_lease(
             if label == "lease expires":
                 ax.axvline(moment, color="#c8553d", linestyle="--", linewidth=0.8)
         else:
-            at = _clock(moment, fine=False)
+            at = clock_text(moment, fine=False)
             edge, align, arrow = (left, "left", "← ") if moment < left else (right, "right", "")
             text = f"{arrow}{label} {at}" + (" →" if moment > right else "")
             ax.text(edge, 0.3, f" {text} ", ha=align, va="center", fontsize="x-small")

@@ -1,0 +1,278 @@
+"""The latency cliff flow's findings: the cliff, the open invocations, the stuck threads, the fix.
+
+Item ids and row fields are a contract (``docs/findings.md``); scripts read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from incidentkit.findings import (
+    ROW_LIMIT,
+    Finding,
+    Findings,
+    Provenance,
+    Severity,
+    Verdict,
+    iso_text,
+    rows_of,
+)
+from incidentkit.flows.latency_cliff.fixes import fix_text
+from incidentkit.flows.latency_cliff.latency import SOURCE_LABELS
+from incidentkit.flows.latency_cliff.triage import LatencyReport
+
+FLOW = "latency_cliff"
+CLIFF_ROW = [
+    *("at", "p50_before_ms", "p95_before_ms", "p50_after_ms", "p95_after_ms"),
+    *("runs_before", "runs_after", "errors_before", "errors_after", "source"),
+    "error_rate_changed",
+]
+OPEN_ROW = [
+    *("invocation_id", "run_id", "session_id", "started_at", "open_for_s"),
+    *("last_event_kind", "tool", "call_id", "lease_expired"),
+]
+BY_LAST_EVENT_ROW = ["last_event_kind", "tool", "count", "invocation_ids"]
+STUCK_ROW = ["top_frame", "app_frame", "state", "threads", "count", "tool", "pool", "client"]
+IDLE_ROW = ["top_frame", "app_frame", "state", "threads", "count", "pool", "idle_reason"]
+
+
+def seconds(ms: float) -> str:
+    """Milliseconds as people read them: ``4.5 s``, ``59 s``, ``850 ms``."""
+    if pd.isna(ms):
+        return "n/a"
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    return f"{ms / 1000:.1f} s" if ms < 10_000 else f"{ms / 1000:.0f} s"
+
+
+def clock(at: Any) -> str:
+    """A UTC time as ``03:10 UTC`` (with the date when it is not midnight-aligned)."""
+    stamp = pd.Timestamp(at)
+    return stamp.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _cliff(report: LatencyReport) -> Finding | None:
+    if not report.has_cliff:
+        return None
+    row = report.cliff.iloc[0]
+    errors = f"errors {row['errors_before']} before, {row['errors_after']} after"
+    failed = (
+        "the error rate changed too"
+        if row["error_rate_changed"]
+        else "nothing failed, things waited"
+    )
+    queued = (
+        " The runs that ended got slower too: healthy requests queued behind the stuck ones "
+        "(a tool blocking threads of a bounded pool)."
+        if report.queued
+        else ""
+    )
+    return Finding(
+        f"{FLOW}/cliff",
+        Severity.CRITICAL,
+        f"latency cliff at {clock(row['at'])}: p95 {seconds(row['p95_before_ms'])} -> "
+        f"{seconds(row['p95_after_ms'])}, p50 {seconds(row['p50_before_ms'])} -> "
+        f"{seconds(row['p50_after_ms'])}; {errors}: {failed}",
+        f"A change point in per-invocation latency ({SOURCE_LABELS[str(row['source'])]}, "
+        f"open invocations at their age): {row['runs_before']} runs before, "
+        f"{row['runs_after']} since.{queued}",
+        "Find what the open invocations wait on and which threads are stuck (below).",
+        rows_of(report.cliff, CLIFF_ROW),
+    )
+
+
+def _open(report: LatencyReport, limit: int | None) -> list[Finding]:
+    hung = report.open
+    if hung.empty:
+        return []
+    groups = report.by_last_event
+    top = groups.iloc[0]
+    on = (
+        f"on an unanswered call to {top['tool']}"
+        if top["last_event_kind"] == "unanswered_function_call"
+        else f"with last event shape {top['last_event_kind']}"
+    )
+    share = (
+        f" ({report.open_share:.1%} of the {report.run_starts_since_cliff} run.starts since the "
+        "cliff)"
+        if report.has_cliff
+        else ""
+    )
+    most = "all" if top["count"] == len(hung) else f"{top['count']}"
+    dead = int(hung["lease_expired"].sum())
+    orphans = (
+        f" {dead} of them belong to ledger runs whose lease expired before as_of: their worker "
+        "is gone, so they are orphans, not hangs (run the orphans flow for them)."
+        if dead
+        else ""
+    )
+    return [
+        Finding(
+            f"{FLOW}/open-invocations",
+            Severity.CRITICAL,
+            f"{len(hung)} invocation(s) open past the {report.client_timeout_s:g} s client "
+            f"timeout{share}; {most} {on}",
+            "A run.start with no run.end (else a RUNNING ledger row, else no final event) older "
+            "than the client timeout: the user gave up, the invocation still holds its thread."
+            + orphans,
+            "Apply the fix below; then dispose each abandoned invocation (or restart the worker).",
+            rows_of(hung, OPEN_ROW, limit=limit),
+            len(hung),
+        ),
+        Finding(
+            f"{FLOW}/open-by-last-event",
+            Severity.INFO,
+            f"{len(groups)} last-event shape(s) among the open invocations",
+            "unanswered_function_call: a tool never returned; model_call_in_flight: the last "
+            "event is the user's message or a function response; no_events: none stored.",
+            "None: the open invocations above carry the action.",
+            rows_of(groups, BY_LAST_EVENT_ROW, limit=limit),
+            len(groups),
+        ),
+    ]
+
+
+def _threads(report: LatencyReport, limit: int | None) -> list[Finding]:
+    items = []
+    stalls, idle = report.stalls, report.idle_threads
+    if len(stalls):
+        top = stalls.iloc[0]
+        where = top["app_frame"] if pd.notna(top["app_frame"]) else top["top_frame"]
+        tied = f", the tool {top['tool']}" if pd.notna(top["tool"]) else ""
+        items.append(
+            Finding(
+                f"{FLOW}/stuck-threads",
+                Severity.CRITICAL if pd.notna(top["tool"]) else Severity.WARNING,
+                f"{int(stalls['count'].sum())} thread(s) stuck in all {report.dumps} dumps; "
+                f"{top['count']} of {top['pool']} in {where} ({top['state']}{tied})",
+                "The same thread (name and nid) in the same state with the same top frames in "
+                "every dump: it has not moved between them. Grouped by top frame and first "
+                "application frame; the group tied to the open calls first.",
+                "Apply the fix below to the client in the first group's frames."
+                if pd.notna(top["tool"])
+                else "Read each group's frames: no open call's tool names them.",
+                rows_of(stalls, STUCK_ROW, limit=limit),
+                len(stalls),
+            )
+        )
+    if len(idle):
+        items.append(
+            Finding(
+                f"{FLOW}/idle-threads",
+                Severity.INFO,
+                f"{int(idle['count'].sum())} thread(s) unmoved but idle by design",
+                "Pool workers waiting for work, JVM threads, event loops, the main thread, and "
+                "socket reads no open call explains: not the stall.",
+                "None.",
+                rows_of(idle, IDLE_ROW, limit=limit),
+                len(idle),
+            )
+        )
+    return items
+
+
+def _fix(report: LatencyReport) -> Finding | None:
+    fix = report.fix
+    if fix.empty:
+        return None
+    tied = report.stalls.loc[report.stalls["tool"].notna()]
+    client = tied["client"].iloc[0] if len(tied) else None
+    via = f" and its client {client}" if isinstance(client, str) else ""
+    return Finding(
+        f"{FLOW}/fix",
+        Severity.CRITICAL,
+        f"the fix: {len(fix)} changes to {fix.attrs['tool']}{via}, in this order",
+        "A tool that makes a blocking call with no read timeout to a slowed dependency holds "
+        "its thread; in a bounded pool every other invocation queues behind it.",
+        fix_text(fix),
+        rows_of(fix, None),
+    )
+
+
+def latency_findings(
+    report: LatencyReport,
+    *,
+    title: str | None = None,
+    window: tuple[Any, Any] | None = None,
+    rejects: pd.DataFrame | None = None,
+    row_limit: int | None = ROW_LIMIT,
+    parameters: Mapping[str, Any] | None = None,
+) -> Findings:
+    """The findings of the latency cliff flow, from :func:`.triage.triage_latency`.
+
+    Verdict: INCOMPLETE_EVIDENCE when ``rejects`` (unread rows of the flow's sources) is not
+    empty or no source times an invocation; else ACTION_NEEDED when any finding needs action
+    (a cliff, an invocation open past the client timeout, stuck threads, a disagreement);
+    else CLEAN.
+    """
+    rejects = rejects if rejects is not None else pd.DataFrame()
+    items: list[Finding] = []
+    if len(rejects):
+        items.append(
+            Finding(
+                f"{FLOW}/rejects",
+                Severity.WARNING,
+                f"{len(rejects)} evidence row(s) could not be read",
+                "Rows the loaders rejected are missing from every view below.",
+                "Fix or re-export the rows listed, then run the flow again.",
+                rows_of(rejects, None, limit=row_limit),
+                len(rejects),
+            )
+        )
+    if report.source is None:
+        items.append(
+            Finding(
+                f"{FLOW}/no-latency-source",
+                Severity.WARNING,
+                "no source times an invocation of this app",
+                " ".join(report.notes),
+                "Add the diagnostics log (run.start/run.end), the spans, the ledger or the event "
+                "log to the manifest, and check its window and app_name.",
+            )
+        )
+    for item in (_cliff(report), *_open(report, row_limit), *_threads(report, row_limit)):
+        if item is not None:
+            items.append(item)
+    fix = _fix(report)
+    if fix is not None:
+        items.append(fix)
+    disagree = report.disagreements
+    if len(disagree):
+        items.append(
+            Finding(
+                f"{FLOW}/source-disagreements",
+                Severity.WARNING,
+                f"{len(disagree)} invocation(s) timed differently by two sources",
+                "One source has the invocation open and the other ended, or their latencies "
+                "differ by more than 2 s and 20 %: a lost ledger update, a clock skew, or an "
+                "invocation the plugin did not see end.",
+                "Check each row's sources before trusting the latency above.",
+                rows_of(disagree, None, limit=row_limit),
+                len(disagree),
+            )
+        )
+    series = report.series
+    summary = {
+        "runs": len(series),
+        "open_invocations": len(report.open),
+        "run_starts_since_cliff": report.run_starts_since_cliff,
+        "stuck_threads": int(report.stalls["count"].sum()),
+        "errors": int(series["error"].sum()),
+        "idle_threads": int(report.idle_threads["count"].sum()),
+        "dumps": report.dumps,
+        "source_disagreements": len(disagree),
+        "rejects": len(rejects),
+    }
+    incomplete = len(rejects) > 0 or report.source is None
+    verdict = (
+        Verdict.INCOMPLETE_EVIDENCE
+        if incomplete
+        else Verdict.ACTION_NEEDED
+        if any(item.needs_action for item in items)
+        else Verdict.CLEAN
+    )
+    provenance = Provenance(title, window, iso_text(report.as_of), dict(parameters or {}))
+    return Findings(FLOW, verdict, summary, tuple(items), provenance)

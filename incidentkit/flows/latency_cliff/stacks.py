@@ -1,0 +1,234 @@
+"""Stuck threads from two or more JVM thread dumps, grouped by stack and tied to the open calls.
+
+A thread is stuck when the same thread (its name and ``nid``) is in the same state with the same
+top frames in every dump; ``cpu=`` and ``elapsed=`` change between dumps and are not compared.
+Stuck threads are grouped by their top frame and first application frame. A group whose
+frames name the tool of an open call (``ShippingTools.carrierRates`` for ``carrierRates``, any
+case, separators ignored) is the stall. Groups idle by design (pool workers waiting for work,
+JVM threads, event loops and acceptors waiting for I/O, the main thread waiting for shutdown,
+and a socket read no open call explains, such as a listener's) are shown apart.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from incidentkit.flows._frames import as_columns
+from incidentkit.frames import BOOL, INT, OBJ, STR
+
+TOP_FRAMES = 8
+"""How many frames from the top two dumps of a thread must share."""
+
+LIBRARY_PREFIXES = (
+    *("java.", "javax.", "jdk.", "sun.", "com.sun.", "jakarta.", "kotlin.", "kotlinx.", "scala."),
+    *("io.reactivex.", "reactor.", "io.netty.", "io.grpc.", "io.vertx.", "io.undertow."),
+    *("org.apache.", "org.eclipse.", "org.springframework.", "org.glassfish.", "org.jboss."),
+    *("okhttp3.", "okio.", "retrofit2.", "feign.", "com.fasterxml.", "com.google."),
+    *("io.opentelemetry.", "io.micrometer.", "ch.qos.", "org.slf4j.", "com.zaxxer."),
+    *("org.postgresql.", "com.mysql.", "org.mariadb.", "org.hibernate.", "software.amazon."),
+    *("com.amazonaws.", "io.lettuce.", "redis.clients.", "com.datastax."),
+)
+"""Packages of the JDK and common libraries: any other frame is the application's."""
+
+_WAITS_FOR_WORK = (
+    "ThreadPoolExecutor.getTask",
+    "ForkJoinPool.awaitWork",
+    "ScheduledThreadPoolExecutor$DelayedWorkQueue.take",
+    "SynchronousQueue",
+    "ForkJoinPool.runWorker",
+)
+_EVENT_LOOP = (
+    "epollWait",
+    "EPoll.wait",
+    "EPollSelectorImpl.doSelect",
+    "KQueue",
+    "SelectorImpl.select",
+    "ServerSocket.accept",
+    "ServerSocketChannelImpl.accept",
+    "Acceptor.run",
+    "Net.accept",
+)
+_JVM_THREAD = re.compile(
+    r"^(?:VM |GC |G1 |C1 |C2 |Reference Handler|Finalizer|Signal Dispatcher|Common-Cleaner|"
+    r"Attach Listener|Service Thread|Notification Thread|Monitor Deflation|Sweeper|"
+    r"VM Periodic|JFR |process reaper|DestroyJavaVM|Cleaner-)"
+)
+_JVM_FRAMES = ("Reference.waitForReferencePendingList", "CleanerImpl.run", "ReferenceQueue.remove")
+_SOCKET_READ = (
+    "SocketInputStream.read",
+    "NioSocketImpl.read",
+    "SocketDispatcher.read",
+    "socketRead0",
+    "SocketChannelImpl.read",
+    "Net.poll",
+    "SSLSocketImpl$AppInputStream.read",
+)
+_POOL_SUFFIX = re.compile(r"(?:[-_ #]\d+)+$")
+_WORD = re.compile(r"[^0-9a-z]")
+
+
+def pool_of(name: str) -> str:
+    """A thread's pool: its name without the trailing numbers (``tool-exec-8`` → ``tool-exec``,
+    ``pool-3-thread-7`` → ``pool-3-thread``)."""
+    return _POOL_SUFFIX.sub("", name) or name
+
+
+def method_of(frame: str) -> str:
+    """``pkg.Class.method`` of a frame, without the file part."""
+    return frame.split("(", 1)[0].strip()
+
+
+def class_of(frame: str) -> str:
+    """The class of a frame (``com.acme.CarrierClient`` of ``com.acme.CarrierClient.get(...)``)."""
+    return method_of(frame).rsplit(".", 1)[0]
+
+
+def is_application(frame: str) -> bool:
+    """Whether ``frame`` is the application's: no JDK or known library package."""
+    name = method_of(frame)
+    if "/" in name:  # Thread.dump_to_file prints module/class
+        name = name.split("/", 1)[1]
+    return not name.startswith(LIBRARY_PREFIXES)
+
+
+def _normal(text: str) -> str:
+    return _WORD.sub("", text.lower())
+
+
+def names_tool(frame: str, tool: str) -> bool:
+    """Whether an application frame names ``tool``: its method is the tool, or its class
+    holds the tool's name (``OrderLookupClient`` for ``order_lookup``); case and separators
+    are ignored."""
+    wanted = _normal(tool)
+    if len(wanted) < 3 or not is_application(frame):
+        return False
+    method = method_of(frame)
+    cls, _, name = method.rpartition(".")
+    simple = cls.rsplit(".", 1)[-1]
+    return _normal(name) == wanted or wanted in _normal(simple)
+
+
+def stuck_threads(threads: pd.DataFrame, *, top: int = TOP_FRAMES) -> pd.DataFrame:
+    """The threads stuck across every dump, one row each (its row of the last dump).
+
+    Empty when fewer than two dumps are present: one dump cannot tell stuck from busy.
+    """
+    dumps = threads["dump"].nunique()
+    if dumps < 2:
+        return threads.iloc[0:0]
+    identity = threads["thread"].astype(object) + "\x1f" + threads["nid"].fillna("").astype(object)
+    signature = (
+        threads["state"].fillna("").astype(object)
+        + "\x1f"
+        + threads["frames"].map(lambda frames: "\x1f".join(frames[:top]))
+    )
+    keyed = threads.assign(_id=identity, _sig=signature)
+    grouped = keyed.groupby("_id", sort=False)
+    same = grouped["dump"].nunique().eq(dumps) & grouped["_sig"].nunique().eq(1)
+    stuck = keyed.loc[keyed["_id"].isin(same.index[same])]
+    return stuck.drop_duplicates("_id", keep="last").drop(columns=["_id", "_sig"])
+
+
+def idle_reason(name: str, state: str, frames: Sequence[str], *, explained: bool) -> str | None:
+    """Why a stuck thread is idle by design, or None when it may be the stall.
+
+    ``explained`` says whether some open call's tool ties to another group: then a socket read
+    that names no open tool is a listener waiting for data, not the stall.
+    """
+    text = " ".join(frames)
+    if not frames or _JVM_THREAD.match(name) or any(f in text for f in _JVM_FRAMES):
+        return "a JVM thread"
+    if any(f in text for f in _WAITS_FOR_WORK):
+        return "a pool worker waiting for work"
+    if any(f in text for f in _EVENT_LOOP):
+        return "an event loop or acceptor waiting for I/O"
+    if name == "main" and state.startswith(("WAITING", "TIMED_WAITING")):
+        return "the main thread waiting for shutdown"
+    if explained and any(f in text for f in _SOCKET_READ):
+        return "a socket read no open call explains (a listener waiting for data)"
+    return None
+
+
+GROUP_COLUMNS: Mapping[str, str] = {
+    "top_frame": STR,
+    "app_frame": STR,
+    "state": STR,
+    "threads": OBJ,
+    "count": INT,
+    "tool": STR,
+    "pool": STR,
+    "client": STR,
+    "tool_frame": STR,
+    "idle": BOOL,
+    "idle_reason": STR,
+}
+
+
+def client_of(frames: Sequence[str]) -> str | None:
+    """The client class a blocked stack reads through: the first application frame, from the
+    top, whose class is a client (``...Client``), else the first library one, else the class
+    of the first application frame."""
+    for candidates in ([f for f in frames if is_application(f)], list(frames)):
+        for frame in candidates:
+            if "client" in class_of(frame).rsplit(".", 1)[-1].lower():
+                return class_of(frame)
+    first = next((f for f in frames if is_application(f)), None)
+    return None if first is None else class_of(first)
+
+
+def group_stuck(stuck: pd.DataFrame, tools: Iterable[str]) -> pd.DataFrame:
+    """Stuck threads grouped by (top frame, first application frame), with their names, pool,
+    state and count; tied to the open calls' ``tools``; the tied groups first, then the other
+    stalls by size, then the groups idle by design."""
+    wanted = sorted({str(t) for t in tools if isinstance(t, str) and t})
+    if stuck.empty:
+        return as_columns(pd.DataFrame(columns=list(GROUP_COLUMNS)), GROUP_COLUMNS)
+    frames = stuck["frames"]
+    app = frames.map(lambda fs: next((f for f in fs if is_application(f)), None))
+    keyed = stuck.assign(app_frame=app, _top=stuck["top_frame"].fillna(""), _app=app.fillna(""))
+    rows = []
+    for (_, _), group in keyed.groupby(["_top", "_app"], sort=False):
+        first = group.iloc[0]
+        stack: tuple[str, ...] = first["frames"]
+        tied = [(tool, frame) for tool in wanted for frame in stack if names_tool(frame, tool)]
+        names = sorted(group["thread"].astype(str), key=_natural)
+        pools = sorted({pool_of(n) for n in names})
+        rows.append(
+            {
+                "top_frame": first["top_frame"],
+                "app_frame": first["app_frame"],
+                "state": group["state"].mode().iloc[0],
+                "threads": tuple(names),
+                "count": len(group),
+                "tool": tied[0][0] if tied else None,
+                "pool": ", ".join(pools),
+                "client": client_of(stack) if tied else None,
+                "tool_frame": tied[0][1] if tied else None,
+                "_stack": stack,
+                "_name": names[0],
+            }
+        )
+    out = pd.DataFrame(rows)
+    explained = bool(out["tool"].notna().any())
+    reasons = [
+        idle_reason(name, str(state), stack, explained=explained) if pd.isna(tool) else None
+        for name, state, stack, tool in zip(
+            out["_name"], out["state"], out["_stack"], out["tool"], strict=True
+        )
+    ]
+    out["idle_reason"] = reasons
+    out["idle"] = out["idle_reason"].notna()
+    order = np.select([out["tool"].notna(), ~out["idle"]], [0, 1], 2)
+    out = out.assign(_order=order).sort_values(
+        ["_order", "count", "top_frame"], ascending=[True, False, True], kind="stable"
+    )
+    return as_columns(out, GROUP_COLUMNS)
+
+
+def _natural(name: str) -> tuple[object, ...]:
+    """Sort key that puts ``tool-exec-2`` before ``tool-exec-10``."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))

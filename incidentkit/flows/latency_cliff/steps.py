@@ -1,0 +1,168 @@
+"""The latency cliff flow's steps: what its notebook's cells call, one call per cell."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import pandas as pd
+
+from incidentkit.errors import ParameterError
+from incidentkit.evidence import Evidence, open_evidence
+from incidentkit.findings import Findings
+from incidentkit.flows import FLOWS
+from incidentkit.flows.common import Settings, flow_rejects, for_app, resolve_app, resolve_as_of
+from incidentkit.flows.common import setting as profile_setting
+from incidentkit.flows.latency_cliff.findings import latency_findings
+from incidentkit.flows.latency_cliff.triage import Frames, LatencyReport, triage_latency
+from incidentkit.manifest import Window
+
+FLOW = "latency_cliff"
+SECTIONS = FLOWS[FLOW].sections
+DEFAULT_TIMEOUT_S = 60
+DEFAULT_BUCKET = "1min"
+
+
+def _bucket(text: Any) -> pd.Timedelta:
+    try:
+        bucket: pd.Timedelta | None = pd.Timedelta(str(text))
+    except ValueError:
+        bucket = None
+    if bucket is None or pd.isna(bucket) or bucket <= pd.Timedelta(0):
+        raise ParameterError(
+            "bucket is not a positive duration",
+            value=text,
+            fix='give a pandas duration such as "1min", "30s" or "5min"',
+        )
+    return bucket
+
+
+def _timeout(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ParameterError(
+            "client_timeout_s is not a positive number of seconds",
+            value=value,
+            fix="give the timeout after which a client gives up, e.g. 60",
+        )
+    return float(value)
+
+
+def setup(
+    evidence: Evidence | str | os.PathLike[str],
+    *,
+    app_name: str = "",
+    as_of: Any = "",
+    client_timeout_s: float = 0,
+    bucket: str = "",
+) -> tuple[Evidence, Settings]:
+    """The incident narrowed to one app, and the flow's settings.
+
+    The app comes from the parameter, the manifest or the ledger; ``as_of`` from the window's
+    end; ``client_timeout_s`` from ``[apps.<app>]`` (else 60); ``bucket`` defaults to 1 minute.
+    The evidence is read up to ``as_of``: nothing after it is seen.
+    """
+    if isinstance(evidence, str) and not evidence.strip():
+        raise ParameterError(
+            "evidence is empty",
+            value=evidence,
+            fix="give the incident's evidence.toml or its folder: incidentkit run latency_cliff "
+            "--evidence PATH (or set evidence in the notebook's first cell)",
+        )
+    incident = evidence if isinstance(evidence, Evidence) else open_evidence(evidence)
+    app, app_from = resolve_app(incident, app_name)
+    incident = for_app(incident, app)
+    at = resolve_as_of(as_of, incident)
+    values: dict[str, Any] = {"as_of": at}
+    sources = {"app_name": app_from, "as_of": "parameter" if as_of else "the window's end"}
+    timeout, sources["client_timeout_s"] = profile_setting(
+        incident, FLOW, app, "client_timeout_s", client_timeout_s, default=DEFAULT_TIMEOUT_S
+    )
+    values["client_timeout_s"] = _timeout(timeout)
+    values["bucket"] = str(bucket or DEFAULT_BUCKET).strip()
+    _bucket(values["bucket"])  # a bad duration fails here, before any triage
+    sources["bucket"] = "parameter" if bucket else "default"
+    return _up_to(incident, at), Settings(FLOW, app, values, sources)
+
+
+def _up_to(evidence: Evidence, as_of: pd.Timestamp) -> Evidence:
+    """``evidence`` with its window ending at ``as_of`` (a later window end is cut)."""
+    window = evidence.filters.window
+    end = as_of + pd.Timedelta(microseconds=1)
+    if window is None or window.end <= end or window.start >= end:
+        return evidence
+    return evidence.narrowed(replace(evidence.filters, window=Window(window.start, end)))
+
+
+def _frame(evidence: Evidence, section: str, name: str) -> pd.DataFrame | None:
+    return evidence.frame(name) if evidence.has(section) else None
+
+
+def triage(evidence: Evidence, settings: Settings) -> LatencyReport:
+    """The flow on the app's evidence: latency, the cliff, open invocations, stuck threads."""
+    frames = Frames(
+        runs=_frame(evidence, "ledger", "runs"),
+        events=_frame(evidence, "events", "events"),
+        calls=_frame(evidence, "events", "calls"),
+        responses=_frame(evidence, "events", "responses"),
+        spans=_frame(evidence, "spans", "spans"),
+        diagnostics=_frame(evidence, "diagnostics", "diagnostics"),
+        threads=_frame(evidence, "threads", "threads"),
+    )
+    return triage_latency(
+        frames,
+        as_of=settings["as_of"],
+        client_timeout_s=settings["client_timeout_s"],
+        bucket=_bucket(settings["bucket"]),
+    )
+
+
+def findings(report: LatencyReport, evidence: Evidence, settings: Settings) -> Findings:
+    """The flow's findings, with the incident's title, window, settings and rejects."""
+    window = evidence.filters.window
+    parameters = {**settings.as_dict(), "settings_from": dict(settings.sources)}
+    return latency_findings(
+        report,
+        title=evidence.title,
+        window=None if window is None else (window.start, window.end),
+        rejects=flow_rejects(evidence, SECTIONS),
+        parameters=parameters,
+    )
+
+
+SHOWN: Mapping[str, tuple[str, ...]] = {
+    "cliff": (
+        *("at", "p50_before_ms", "p95_before_ms", "p50_after_ms", "p95_after_ms"),
+        *("runs_before", "runs_after", "errors_before", "errors_after", "error_rate_changed"),
+    ),
+    "buckets": ("bucket", "runs", "ended", "open", "errors", "p50_ms", "p95_ms", "p99_ms"),
+    "open": (
+        *("invocation_id", "run_id", "started_at", "open_for_s"),
+        *("last_event_kind", "tool", "call_id"),
+    ),
+    "by_last_event": ("last_event_kind", "tool", "count", "invocation_ids"),
+    "stalls": ("count", "pool", "state", "tool", "app_frame", "top_frame", "client"),
+    "idle_threads": ("count", "pool", "state", "idle_reason", "app_frame", "top_frame"),
+    "fix": ("step", "fix", "change"),
+    "disagreements": ("invocation_id", "source", "other_source", "ms", "other_ms", "detail"),
+}
+"""The columns each view shows in the report; findings.json keeps every column."""
+
+
+def table(report: LatencyReport, view: str) -> Any:
+    """One view of the report (``"cliff"``, ``"open"``, ``"stalls"``, ...) for people."""
+    from incidentkit.report import table as people_table
+
+    frame = getattr(report, view)
+    return people_table(frame, SHOWN[view])
+
+
+def notes(report: LatencyReport) -> Any:
+    """What the flow cannot tell from the sources present, as Markdown (empty when nothing
+    is missing)."""
+    from incidentkit.report import MarkdownView
+
+    return MarkdownView(
+        "\n".join(f"- {note}" for note in report.notes) or "Every source is present."
+    )

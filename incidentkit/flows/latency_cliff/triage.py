@@ -1,0 +1,331 @@
+"""The latency cliff flow's pure core (seed 003): when latency fell off a cliff, which
+invocations hang and on what, which threads are stuck, and the fix.
+
+:func:`triage_latency` takes frames, never reads evidence, and returns a
+:class:`LatencyReport`; the steps (:mod:`.steps`) give it one incident's frames.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+import pandas as pd
+
+from incidentkit.flows._frames import as_columns
+from incidentkit.flows.latency_cliff import cliff as cp
+from incidentkit.flows.latency_cliff.fixes import FIX_COLUMNS, fixes
+from incidentkit.flows.latency_cliff.hangs import by_last_event, open_invocations
+from incidentkit.flows.latency_cliff.latency import (
+    LATENCY_COLUMNS,
+    SOURCE_LABELS,
+    SOURCES,
+    attach_runs,
+    cross_check,
+    from_diagnostics,
+    from_events,
+    from_ledger,
+    from_spans,
+    per_bucket,
+)
+from incidentkit.flows.latency_cliff.stacks import group_stuck, stuck_threads
+from incidentkit.frames import BOOL, FLOAT, INT, STR, TS
+
+ONE_MINUTE = pd.Timedelta(minutes=1)
+ERROR_Z = 3.0
+"""How many standard errors apart two error rates must be to count as changed."""
+
+
+@dataclass(frozen=True)
+class Frames:
+    """The frames the flow reads; a source that is absent is None."""
+
+    runs: pd.DataFrame | None = None
+    events: pd.DataFrame | None = None
+    calls: pd.DataFrame | None = None
+    responses: pd.DataFrame | None = None
+    spans: pd.DataFrame | None = None
+    diagnostics: pd.DataFrame | None = None
+    threads: pd.DataFrame | None = None
+
+
+CLIFF_COLUMNS: Mapping[str, str] = {
+    "at": TS,
+    "p50_before_ms": FLOAT,
+    "p95_before_ms": FLOAT,
+    "p50_after_ms": FLOAT,
+    "p95_after_ms": FLOAT,
+    "runs_before": INT,
+    "runs_after": INT,
+    "errors_before": INT,
+    "errors_after": INT,
+    "error_rate_changed": BOOL,
+    "source": STR,
+}
+"""The cliff's one row; the percentiles are of the runs that ended on each side."""
+
+
+@dataclass(frozen=True)
+class LatencyReport:
+    """What the flow found, as frames (each documented by its ``*_COLUMNS`` contract)."""
+
+    as_of: pd.Timestamp
+    bucket: pd.Timedelta
+    client_timeout_s: float
+    source: str | None
+    """The latency source used (:data:`.latency.SOURCES`), None when no source times a run."""
+    open_source: str | None
+    """The source open invocations come from (spans show none)."""
+    sources: tuple[str, ...]
+    latency: pd.DataFrame
+    series: pd.DataFrame
+    """Every invocation in start order, open ones at their age (``ms`` censored)."""
+    buckets: pd.DataFrame
+    cliff: pd.DataFrame
+    changes: tuple[cp.Change, ...]
+    open: pd.DataFrame
+    by_last_event: pd.DataFrame
+    disagreements: pd.DataFrame
+    thread_groups: pd.DataFrame
+    dumps: int
+    fix: pd.DataFrame
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def has_cliff(self) -> bool:
+        return not self.cliff.empty
+
+    @property
+    def stalls(self) -> pd.DataFrame:
+        """Stuck-thread groups that may be the stall (not idle by design), the tied first."""
+        return self.thread_groups.loc[~self.thread_groups["idle"]]
+
+    @property
+    def idle_threads(self) -> pd.DataFrame:
+        return self.thread_groups.loc[self.thread_groups["idle"]]
+
+    @property
+    def run_starts_since_cliff(self) -> int:
+        return int(self.cliff["runs_after"].iloc[0]) if self.has_cliff else 0
+
+    @property
+    def open_share(self) -> float:
+        """Open invocations since the cliff per run start since it (NaN without a cliff)."""
+        if not self.has_cliff:
+            return math.nan
+        since = self.open["started_at"].ge(self.series["started_at"].iloc[self.cliff_index])
+        return float(since.sum()) / max(1, self.run_starts_since_cliff)
+
+    @property
+    def cliff_index(self) -> int:
+        return len(self.series) - self.run_starts_since_cliff
+
+    @property
+    def queued(self) -> bool:
+        """Whether the ended runs' p95 rose too: healthy requests queued behind stuck ones."""
+        if not self.has_cliff:
+            return False
+        row = self.cliff.iloc[0]
+        return bool(row["p95_after_ms"] >= cp.MIN_RATIO * row["p95_before_ms"])
+
+
+def _present(frame: pd.DataFrame | None) -> bool:
+    return frame is not None and not frame.empty
+
+
+def latency_by_source(frames: Frames) -> dict[str, pd.DataFrame]:
+    """The latency frame of every source present, best first; spans are kept to the
+    invocations other sources place in the app (they carry no app name)."""
+    out: dict[str, pd.DataFrame] = {}
+    if _present(frames.diagnostics):
+        assert frames.diagnostics is not None
+        found = from_diagnostics(frames.diagnostics)
+        if not found.empty:
+            out["diagnostics"] = found
+    if _present(frames.runs):
+        assert frames.runs is not None
+        out["ledger"] = from_ledger(frames.runs)
+    if _present(frames.events):
+        assert frames.events is not None
+        empty = pd.DataFrame(columns=["call_id", "invocation_id"])
+        out["events"] = from_events(
+            frames.events,
+            frames.calls if frames.calls is not None else empty,
+            frames.responses if frames.responses is not None else empty,
+        )
+    if _present(frames.spans):
+        assert frames.spans is not None
+        spans = from_spans(frames.spans)
+        known = pd.concat([f["invocation_id"] for f in out.values()]).dropna() if out else None
+        if known is not None and not known.empty:
+            spans = spans.loc[spans["invocation_id"].isin(known)]
+        if not spans.empty:
+            out["spans"] = spans
+    runs = frames.runs if frames.runs is not None else pd.DataFrame()
+    return {
+        name: attach_runs(out[name].reset_index(drop=True), runs)
+        for name in SOURCES
+        if name in out and not out[name].empty
+    }
+
+
+def _censored(best: pd.DataFrame, opens: pd.DataFrame, as_of: pd.Timestamp) -> pd.DataFrame:
+    """``best`` plus the open invocations of another source it lacks, start-ordered, with
+    every open one at its age at ``as_of``."""
+    extra = opens.loc[opens["open"] & ~opens["invocation_id"].isin(best["invocation_id"].dropna())]
+    series = pd.concat([best, extra], ignore_index=True) if len(extra) else best
+    age = (as_of - series["started_at"]).dt.total_seconds() * 1000
+    series = series.assign(ms=series["ms"].where(~series["open"], age.clip(lower=0)))
+    series = series.sort_values("started_at", kind="stable").reset_index(drop=True)
+    return as_columns(series, LATENCY_COLUMNS)
+
+
+def _rate_changed(errors: tuple[int, int], runs: tuple[int, int]) -> bool:
+    """A two-proportion test: the error rates differ by more than :data:`ERROR_Z` standard
+    errors (no error on either side: unchanged)."""
+    if min(runs) == 0:
+        return False
+    pooled = sum(errors) / sum(runs)
+    if pooled in (0.0, 1.0):
+        return False
+    spread = math.sqrt(pooled * (1 - pooled) * (1 / runs[0] + 1 / runs[1]))
+    return abs(errors[1] / runs[1] - errors[0] / runs[0]) > ERROR_Z * spread
+
+
+def cliff_row(series: pd.DataFrame, at: int, bucket: pd.Timedelta, source: str) -> pd.DataFrame:
+    """The cliff's row for a split of ``series`` before position ``at``."""
+    before, after = series.iloc[:at], series.iloc[at:]
+
+    def pct(part: pd.DataFrame, q: float) -> float:
+        ended = part.loc[~part["open"], "ms"]
+        return float(ended.quantile(q)) if len(ended) else math.nan
+
+    errors = (int(before["error"].sum()), int(after["error"].sum()))
+    row = {
+        "at": after["started_at"].iloc[0].floor(bucket),
+        "p50_before_ms": pct(before, 0.5),
+        "p95_before_ms": pct(before, 0.95),
+        "p50_after_ms": pct(after, 0.5),
+        "p95_after_ms": pct(after, 0.95),
+        "runs_before": len(before),
+        "runs_after": len(after),
+        "errors_before": errors[0],
+        "errors_after": errors[1],
+        "error_rate_changed": _rate_changed(errors, (len(before), len(after))),
+        "source": source,
+    }
+    return as_columns(pd.DataFrame([row]), CLIFF_COLUMNS)
+
+
+def triage_latency(
+    frames: Frames,
+    *,
+    as_of: pd.Timestamp,
+    client_timeout_s: float = 60.0,
+    bucket: pd.Timedelta = ONE_MINUTE,
+) -> LatencyReport:
+    """The whole flow on one app's frames (see the module docstring of each step)."""
+    by_source = latency_by_source(frames)
+    notes: list[str] = []
+    source = next(iter(by_source), None)
+    empty_latency = as_columns(pd.DataFrame(columns=list(LATENCY_COLUMNS)), LATENCY_COLUMNS)
+    best = by_source[source] if source else empty_latency
+    open_source = next((n for n in ("diagnostics", "ledger", "events") if n in by_source), None)
+    opens = by_source[open_source] if open_source else empty_latency
+    if source is None:
+        notes.append(
+            "No source times an invocation (no run.start lines, invocation spans, ledger rows "
+            "or events for this app): no latency, no cliff."
+        )
+    elif source != "diagnostics":
+        notes.append(
+            f"No diagnostics run.start/run.end lines: latency comes from the "
+            f"{SOURCE_LABELS[source]}, and open invocations from "
+            f"{open_source or 'no source'}; a run.start with no run.end is the surest sign of "
+            "a hang."
+        )
+    series = _censored(best, opens if open_source != source else best.iloc[0:0], as_of)
+    found, changes = cp.find_cliff(series["ms"])
+    cliff = (
+        cliff_row(series, found, bucket, source or "")
+        if found is not None and source is not None
+        else as_columns(pd.DataFrame(columns=list(CLIFF_COLUMNS)), CLIFF_COLUMNS)
+    )
+    empty_frame = pd.DataFrame(
+        columns=["invocation_id", "session_id", "seq", "ts", "call_id", "name"]
+    )
+    events = frames.events if frames.events is not None else empty_frame
+    calls = frames.calls if frames.calls is not None else empty_frame
+    responses = frames.responses if frames.responses is not None else empty_frame
+    hung = open_invocations(
+        series,
+        events,
+        calls,
+        responses,
+        as_of=as_of,
+        older_than_s=client_timeout_s,
+        runs=frames.runs,
+    )
+    if frames.events is None and len(hung):
+        notes.append("No event log: what each open invocation waits on is unknown (no_events).")
+    threads = frames.threads
+    dumps = 0 if threads is None else int(threads["dump"].nunique())
+    if dumps < 2:
+        notes.append(
+            "No thread verdict: "
+            + ("no thread dumps" if dumps == 0 else "one thread dump")
+            + " (take two with jcmd <pid> Thread.print, ten seconds apart, while runs hang)."
+        )
+        groups = group_stuck(pd.DataFrame(), ())
+    else:
+        assert threads is not None
+        groups = group_stuck(stuck_threads(threads), hung["tool"].dropna().unique())
+    others = {name: frame for name, frame in by_source.items() if name != source}
+    disagreements = cross_check(best, others) if source else cross_check(best, {})
+    report = LatencyReport(
+        as_of=as_of,
+        bucket=bucket,
+        client_timeout_s=float(client_timeout_s),
+        source=source,
+        open_source=open_source,
+        sources=tuple(by_source),
+        latency=best,
+        series=series,
+        buckets=per_bucket(series.assign(ms=series["ms"].where(~series["open"])), bucket),
+        cliff=cliff,
+        changes=tuple(changes),
+        open=hung,
+        by_last_event=by_last_event(hung),
+        disagreements=disagreements,
+        thread_groups=groups,
+        dumps=dumps,
+        fix=as_columns(pd.DataFrame(columns=list(FIX_COLUMNS)), FIX_COLUMNS),
+        notes=tuple(notes),
+    )
+    return _with_fix(report)
+
+
+def _with_fix(report: LatencyReport) -> LatencyReport:
+    """``report`` with the fix for the tool the stall names: the stuck group tied to the open
+    calls, else, past a cliff, the tool most open invocations wait on. A hang with neither (an
+    orphan of a dead worker, a model call in flight) gets no tool fix."""
+    tied = report.stalls.loc[report.stalls["tool"].notna()]
+    waiting = report.open.loc[~report.open["lease_expired"], "tool"].dropna()
+    if len(tied):
+        tool = str(tied["tool"].iloc[0])
+        client = tied["client"].iloc[0]
+        pool: str | None = str(tied["pool"].iloc[0])
+    elif report.has_cliff and len(waiting):
+        tool, client, pool = str(waiting.mode().iloc[0]), None, None
+    else:
+        return report
+    return replace(
+        report,
+        fix=fixes(
+            tool,
+            client=client if isinstance(client, str) else None,
+            pool=pool,
+            client_timeout_s=report.client_timeout_s,
+        ),
+    )
