@@ -170,6 +170,26 @@ def latency_by_source(frames: Frames) -> dict[str, pd.DataFrame]:
     }
 
 
+SAMPLED = 0.9
+"""Spans covering fewer than this share of the invocations another source holds are sampled:
+a complete ledger or event log times the runs better."""
+
+
+def _best_source(by_source: Mapping[str, pd.DataFrame], notes: list[str]) -> str | None:
+    """The first source of :data:`.latency.SOURCES` present, skipping spans that are sampled."""
+    names = list(by_source)
+    if names[:1] == ["spans"] and len(names) > 1:
+        spans = len(by_source["spans"])
+        most = max(len(by_source[name]) for name in names[1:])
+        if spans < SAMPLED * most:
+            notes.append(
+                f"The invocation spans hold {spans} of {most} invocations (sampled): latency "
+                f"comes from the {SOURCE_LABELS[names[1]]} instead."
+            )
+            return names[1]
+    return names[0] if names else None
+
+
 def _censored(best: pd.DataFrame, opens: pd.DataFrame, as_of: pd.Timestamp) -> pd.DataFrame:
     """``best`` plus the open invocations of another source it lacks, start-ordered, with
     every open one at its age at ``as_of``."""
@@ -228,7 +248,7 @@ def triage_latency(
     """The whole flow on one app's frames (see the module docstring of each step)."""
     by_source = latency_by_source(frames)
     notes: list[str] = []
-    source = next(iter(by_source), None)
+    source = _best_source(by_source, notes)
     empty_latency = as_columns(pd.DataFrame(columns=list(LATENCY_COLUMNS)), LATENCY_COLUMNS)
     best = by_source[source] if source else empty_latency
     open_source = next((n for n in ("diagnostics", "ledger", "events") if n in by_source), None)
