@@ -2,7 +2,7 @@
 
 A thread is stuck when the same thread (its name and ``nid``) is in the same state with the same
 top frames in every dump; ``cpu=`` and ``elapsed=`` change between dumps and are not compared.
-Stuck threads are grouped by their top frame and first application frame. A group whose
+Stuck threads are grouped by their top frame, first application frame and state. A group whose
 frames name the tool of an open call (``ShippingTools.carrierRates`` for ``carrierRates``, any
 case, separators ignored) is the stall. Groups idle by design (pool workers waiting for work,
 JVM threads, event loops and acceptors waiting for I/O, the main thread waiting for shutdown,
@@ -87,11 +87,14 @@ def class_of(frame: str) -> str:
     return method_of(frame).rsplit(".", 1)[0]
 
 
+_MODULE = re.compile(r"^[a-z][\w.]*(?:@[\w.+-]+)?/(?=[a-z])")
+"""``java.base/`` or ``java.base@21/`` before a class, as ``Thread.dump_to_file`` prints it; a
+lambda's hidden class (``Foo$$Lambda$14/0x00007f...``) has its slash after the class name."""
+
+
 def is_application(frame: str) -> bool:
     """Whether ``frame`` is the application's: no JDK or known library package."""
-    name = method_of(frame)
-    if "/" in name:  # Thread.dump_to_file prints module/class
-        name = name.split("/", 1)[1]
+    name = _MODULE.sub("", method_of(frame), count=1)
     return not name.startswith(LIBRARY_PREFIXES)
 
 
@@ -181,8 +184,8 @@ def client_of(frames: Sequence[str]) -> str | None:
 
 
 def group_stuck(stuck: pd.DataFrame, tools: Iterable[str]) -> pd.DataFrame:
-    """Stuck threads grouped by (top frame, first application frame), with their names, pool,
-    state and count; tied to the open calls' ``tools``; the tied groups first, then the other
+    """Stuck threads grouped by (top frame, first application frame, state), with their names,
+    pool and count; tied to the open calls' ``tools``; the tied groups first, then the other
     stalls by size, then the groups idle by design."""
     wanted = sorted({str(t) for t in tools if isinstance(t, str) and t})
     if stuck.empty:
@@ -201,7 +204,7 @@ def group_stuck(stuck: pd.DataFrame, tools: Iterable[str]) -> pd.DataFrame:
             {
                 "top_frame": first["top_frame"],
                 "app_frame": first["app_frame"],
-                "state": group["state"].mode().iloc[0],
+                "state": first["state"],
                 "threads": tuple(names),
                 "count": len(group),
                 "tool": tied[0][0] if tied else None,
