@@ -86,7 +86,7 @@ def utc_time_axis(ax: Axes, left: float, right: float, *, bins: int = 6) -> None
     locator = (
         MaxNLocator(nbins=bins)
         if fine
-        else AutoDateLocator(minticks=3, maxticks=bins + 2, tz="UTC")  # type: ignore[no-untyped-call]
+        else AutoDateLocator(minticks=4, maxticks=bins + 4, tz="UTC")  # type: ignore[no-untyped-call]
     )
     ax.xaxis.set_major_locator(locator)
     ax.set_xlabel(f"time on {utc_of(left).strftime('%Y-%m-%d')} (UTC)")

@@ -8,8 +8,8 @@ dumps, the flow's evidence when only the plugin log is kept) and triages it. Pri
 invocations, load and triage time (best of ``--repeat``), the ratio (target: triage <= 0.25x
 load), and the peak traced memory of each.
 
-    .venv/bin/python scripts/bench_latency_cliff.py            # 1,000,000+ invocations
-    .venv/bin/python scripts/bench_latency_cliff.py --copies 1000
+    .venv/bin/python benchmarks/bench_latency_cliff.py            # 1,000,000+ invocations
+    .venv/bin/python benchmarks/bench_latency_cliff.py --copies 1000
 """
 
 from __future__ import annotations
