@@ -92,6 +92,16 @@ def coerce_parameters(flow: str, raw: Mapping[str, str]) -> dict[str, Any]:
     return values
 
 
+_COERCE_FIX = {
+    "int": "give a whole number, e.g. -p attempts_cap 3",
+    "float": "give a number, e.g. -p client_timeout_s 60",
+    "bool": "give true or false",
+    "dict": 'give a JSON object, e.g. -p key_templates \'{"sendInvoice": '
+    '"send-invoice:{invoiceId}"}\'',
+    "list": 'give a JSON list, e.g. -p names \'["a", "b"]\'',
+}
+
+
 def _coerce(name: str, kind: str, text: str) -> Any:
     try:
         if kind == "int":
@@ -109,10 +119,7 @@ def _coerce(name: str, kind: str, text: str) -> Any:
             return value
     except ValueError as err:
         raise ParameterError(
-            f"parameter {name} must be {kind}",
-            value=text,
-            fix='dicts and lists are JSON, e.g. -p key_templates \'{"sendInvoice": '
-            '"send-invoice:{invoiceId}"}\'',
+            f"parameter {name} must be {kind}", value=text, fix=_COERCE_FIX.get(kind, "")
         ) from err
     return text
 

@@ -92,15 +92,17 @@ def resolve_app(evidence: Evidence, given: str) -> tuple[str, str]:
         return given.strip(), "parameter"
     if evidence.filters.app_name:
         return evidence.filters.app_name, "manifest app_name"
-    held = ledger_apps(evidence)
+    held, where = ledger_apps(evidence), "the ledger"
+    if not evidence.has("ledger"):  # no ledger: the apps the event log or the plugin log name
+        held, where = logged_apps(evidence)
     if len(held) == 1:
-        return held[0], "the only app in the ledger"
+        return held[0], f"the only app in {where}"
     if not held and len(evidence.manifest.apps) == 1:
         return next(iter(evidence.manifest.apps)), "the manifest's only [apps.X] profile"
     raise ParameterError(
         "app_name is empty and the evidence does not say which app to sweep",
         value=given,
-        fix=f"the ledger holds {', '.join(held) or 'no run'}; give -p app_name NAME, or "
+        fix=f"{where} holds {', '.join(held) or 'no run'}; give -p app_name NAME, or "
         "app_name = ... at the top of the manifest",
     )
 
@@ -108,6 +110,21 @@ def resolve_app(evidence: Evidence, given: str) -> tuple[str, str]:
 def ledger_apps(evidence: Evidence) -> list[str]:
     """The apps of the ledger's runs (read without the app filter), sorted."""
     return _apps(_all_runs(evidence))
+
+
+def logged_apps(evidence: Evidence) -> tuple[list[str], str]:
+    """The apps the event log names, else the diagnostics log (read without the app filter),
+    and which of the two it was."""
+    unfiltered = evidence.narrowed(replace(evidence.filters, app_name=None))
+    for section, frame, where in (
+        ("events", "events", "the event log"),
+        ("diagnostics", "diagnostics", "the diagnostics log"),
+    ):
+        if evidence.has(section):
+            apps = _apps(unfiltered.frame(frame))
+            if apps:
+                return apps, where
+    return [], "the evidence"
 
 
 def _all_runs(evidence: Evidence) -> pd.DataFrame:

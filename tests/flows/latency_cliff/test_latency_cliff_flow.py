@@ -164,6 +164,18 @@ def test_spans_alone_time_the_runs_and_say_they_cannot_show_a_hang(tmp_path: Pat
     assert any("open invocations from no source" in note for note in report.notes)
 
 
+def test_without_a_ledger_the_apps_come_from_the_event_log(tmp_path: Path) -> None:
+    with pytest.raises(ParameterError, match="the event log holds expenses, invoicing, support"):
+        lc.setup(_without(tmp_path, "ledger"))
+    findings = _steps(tmp_path / "pack", app_name="support")
+    assert findings["summary"]["open_invocations"] == TRUTH["open_since_cliff"]
+    assert all(row["run_id"] is None for row in _item(findings, "open-invocations")["rows"])
+
+
+def _item(findings: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(i for i in findings["items"] if i["id"] == f"latency_cliff/{name}")
+
+
 def run_and_read(evidence: Path, out: Path, **parameters: Any) -> tuple[int, dict[str, Any], str]:
     result = run_flow("latency_cliff", evidence, out, parameters=parameters, progress=False)
     assert result.html is not None and result.html.is_file()
