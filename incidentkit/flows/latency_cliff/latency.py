@@ -43,6 +43,11 @@ _TERMINAL = (RunStatus.DONE, RunStatus.FAILED, RunStatus.PARKED)
 _FAILED = (RunStatus.FAILED, RunStatus.PARKED)
 
 
+def empty_latency() -> pd.DataFrame:
+    """A latency frame with no invocation."""
+    return as_columns(pd.DataFrame(columns=list(LATENCY_COLUMNS)), LATENCY_COLUMNS)
+
+
 def _frame(data: Mapping[str, object], source: str) -> pd.DataFrame:
     frame = pd.DataFrame(data)
     frame["source"] = source
@@ -61,21 +66,28 @@ def from_diagnostics(diagnostics: pd.DataFrame) -> pd.DataFrame:
     kind = diagnostics["kind"]
     starts = diagnostics.loc[kind.eq("run.start") & diagnostics["invocation_id"].notna()]
     starts = starts.drop_duplicates("invocation_id", keep="first")
+    if starts.empty:
+        return empty_latency()
     ends = diagnostics.loc[kind.eq("run.end") & diagnostics["invocation_id"].notna()]
-    ends = ends.drop_duplicates("invocation_id", keep="last").set_index("invocation_id")
+    ends = ends.drop_duplicates("invocation_id", keep="last")
     failed = diagnostics.loc[kind.eq("run.error"), "invocation_id"].dropna().unique()
-    ids = starts["invocation_id"]
-    ended_at = ids.map(ends["ts"])
-    logged = pd.to_numeric(ids.map(ends["ms"]), errors="coerce").astype(FLOAT)
-    between = (ended_at - starts["ts"]).dt.total_seconds() * 1000
-    outcome = ids.map(ends["outcome"])
+    paired = starts[["invocation_id", "session_id", "ts"]].merge(
+        ends[["invocation_id", "ts", "ms", "outcome"]],
+        on="invocation_id",
+        how="left",
+        suffixes=("", "_end"),
+    )
+    ids, ended_at = paired["invocation_id"], paired["ts_end"]
+    logged = pd.to_numeric(paired["ms"], errors="coerce").astype(FLOAT)
+    between = (ended_at - paired["ts"]).dt.total_seconds() * 1000
+    outcome = paired["outcome"]
     return _frame(
         {
             "invocation_id": ids,
-            "session_id": starts["session_id"],
-            "started_at": starts["ts"],
+            "session_id": paired["session_id"],
+            "started_at": paired["ts"],
             "ended_at": ended_at,
-            "ms": logged.fillna(between),
+            "ms": logged.where(logged >= 0).fillna(between),
             "error": outcome.eq("error").to_numpy(dtype=bool) | ids.isin(failed).to_numpy(),
             "open": ended_at.isna(),
         },
@@ -90,6 +102,8 @@ def from_spans(spans: pd.DataFrame) -> pd.DataFrame:
     """
     roots = spans.loc[spans["kind"].eq(SpanKind.INVOCATION) & spans["invocation_id"].notna()]
     roots = roots.sort_values("start", kind="stable").drop_duplicates("invocation_id")
+    if roots.empty:
+        return empty_latency()
     return _frame(
         {
             "invocation_id": roots["invocation_id"],
@@ -110,6 +124,8 @@ def from_ledger(runs: pd.DataFrame) -> pd.DataFrame:
     PAUSED runs wait for a person, not for the agent: they are left out.
     """
     kept = runs.loc[runs["status"].ne(RunStatus.PAUSED) & runs["started_at"].notna()]
+    if kept.empty:
+        return empty_latency()
     terminal = kept["status"].isin(_TERMINAL)
     ended_at = kept["updated_at"].where(terminal)
     return _frame(
@@ -135,6 +151,8 @@ def from_events(events: pd.DataFrame, calls: pd.DataFrame, responses: pd.DataFra
     failed.
     """
     inv = events.loc[events["invocation_id"].notna()]
+    if inv.empty:
+        return empty_latency()
     inv = inv.sort_values(["session_id", "seq"], kind="stable")
     grouped = inv.groupby("invocation_id", sort=False)
     first = grouped.first()

@@ -17,6 +17,7 @@ from incidentkit.flows.common import Settings, flow_rejects, for_app, resolve_ap
 from incidentkit.flows.common import setting as profile_setting
 from incidentkit.flows.latency_cliff.findings import latency_findings
 from incidentkit.flows.latency_cliff.triage import Frames, LatencyReport, triage_latency
+from incidentkit.frames import empty
 from incidentkit.manifest import Window
 
 FLOW = "latency_cliff"
@@ -95,8 +96,8 @@ def _up_to(evidence: Evidence, as_of: pd.Timestamp) -> Evidence:
     return evidence.narrowed(replace(evidence.filters, window=Window(window.start, end)))
 
 
-def _frame(evidence: Evidence, section: str, name: str) -> pd.DataFrame | None:
-    return evidence.frame(name) if evidence.has(section) else None
+def _frame(evidence: Evidence, section: str, name: str) -> pd.DataFrame:
+    return evidence.frame(name) if evidence.has(section) else empty(name)
 
 
 def triage(evidence: Evidence, settings: Settings) -> LatencyReport:

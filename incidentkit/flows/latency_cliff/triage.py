@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import pandas as pd
 
@@ -23,6 +24,7 @@ from incidentkit.flows.latency_cliff.latency import (
     SOURCES,
     attach_runs,
     cross_check,
+    empty_latency,
     from_diagnostics,
     from_events,
     from_ledger,
@@ -30,7 +32,7 @@ from incidentkit.flows.latency_cliff.latency import (
     per_bucket,
 )
 from incidentkit.flows.latency_cliff.stacks import group_stuck, stuck_threads
-from incidentkit.frames import BOOL, FLOAT, INT, STR, TS
+from incidentkit.frames import BOOL, FLOAT, INT, STR, TS, empty
 
 ONE_MINUTE = pd.Timedelta(minutes=1)
 ERROR_Z = 3.0
@@ -39,15 +41,15 @@ ERROR_Z = 3.0
 
 @dataclass(frozen=True)
 class Frames:
-    """The frames the flow reads; a source that is absent is None."""
+    """The canonical frames the flow reads; a source that is absent is an empty frame."""
 
-    runs: pd.DataFrame | None = None
-    events: pd.DataFrame | None = None
-    calls: pd.DataFrame | None = None
-    responses: pd.DataFrame | None = None
-    spans: pd.DataFrame | None = None
-    diagnostics: pd.DataFrame | None = None
-    threads: pd.DataFrame | None = None
+    runs: pd.DataFrame = field(default_factory=partial(empty, "runs"))
+    events: pd.DataFrame = field(default_factory=partial(empty, "events"))
+    calls: pd.DataFrame = field(default_factory=partial(empty, "calls"))
+    responses: pd.DataFrame = field(default_factory=partial(empty, "responses"))
+    spans: pd.DataFrame = field(default_factory=partial(empty, "spans"))
+    diagnostics: pd.DataFrame = field(default_factory=partial(empty, "diagnostics"))
+    threads: pd.DataFrame = field(default_factory=partial(empty, "threads"))
 
 
 CLIFF_COLUMNS: Mapping[str, str] = {
@@ -130,43 +132,21 @@ class LatencyReport:
         return bool(row["p95_after_ms"] >= cp.MIN_RATIO * row["p95_before_ms"])
 
 
-def _present(frame: pd.DataFrame | None) -> bool:
-    return frame is not None and not frame.empty
-
-
 def latency_by_source(frames: Frames) -> dict[str, pd.DataFrame]:
     """The latency frame of every source present, best first; spans are kept to the
     invocations other sources place in the app (they carry no app name)."""
-    out: dict[str, pd.DataFrame] = {}
-    if _present(frames.diagnostics):
-        assert frames.diagnostics is not None
-        found = from_diagnostics(frames.diagnostics)
-        if not found.empty:
-            out["diagnostics"] = found
-    if _present(frames.runs):
-        assert frames.runs is not None
-        out["ledger"] = from_ledger(frames.runs)
-    if _present(frames.events):
-        assert frames.events is not None
-        empty = pd.DataFrame(columns=["call_id", "invocation_id"])
-        out["events"] = from_events(
-            frames.events,
-            frames.calls if frames.calls is not None else empty,
-            frames.responses if frames.responses is not None else empty,
-        )
-    if _present(frames.spans):
-        assert frames.spans is not None
-        spans = from_spans(frames.spans)
-        known = pd.concat([f["invocation_id"] for f in out.values()]).dropna() if out else None
-        if known is not None and not known.empty:
-            spans = spans.loc[spans["invocation_id"].isin(known)]
-        if not spans.empty:
-            out["spans"] = spans
-    runs = frames.runs if frames.runs is not None else pd.DataFrame()
+    out = {
+        "diagnostics": from_diagnostics(frames.diagnostics),
+        "ledger": from_ledger(frames.runs),
+        "events": from_events(frames.events, frames.calls, frames.responses),
+    }
+    known = pd.concat([frame["invocation_id"] for frame in out.values()]).dropna()
+    spans = from_spans(frames.spans)
+    out["spans"] = spans.loc[spans["invocation_id"].isin(known)] if len(known) else spans
     return {
-        name: attach_runs(out[name].reset_index(drop=True), runs)
+        name: attach_runs(out[name].reset_index(drop=True), frames.runs)
         for name in SOURCES
-        if name in out and not out[name].empty
+        if not out[name].empty
     }
 
 
@@ -249,10 +229,10 @@ def triage_latency(
     by_source = latency_by_source(frames)
     notes: list[str] = []
     source = _best_source(by_source, notes)
-    empty_latency = as_columns(pd.DataFrame(columns=list(LATENCY_COLUMNS)), LATENCY_COLUMNS)
-    best = by_source[source] if source else empty_latency
+    nothing = empty_latency()
+    best = by_source[source] if source else nothing
     open_source = next((n for n in ("diagnostics", "ledger", "events") if n in by_source), None)
-    opens = by_source[open_source] if open_source else empty_latency
+    opens = by_source[open_source] if open_source else nothing
     if source is None:
         notes.append(
             "No source times an invocation (no run.start lines, invocation spans, ledger rows "
@@ -272,25 +252,19 @@ def triage_latency(
         if found is not None and source is not None
         else as_columns(pd.DataFrame(columns=list(CLIFF_COLUMNS)), CLIFF_COLUMNS)
     )
-    empty_frame = pd.DataFrame(
-        columns=["invocation_id", "session_id", "seq", "ts", "call_id", "name"]
-    )
-    events = frames.events if frames.events is not None else empty_frame
-    calls = frames.calls if frames.calls is not None else empty_frame
-    responses = frames.responses if frames.responses is not None else empty_frame
     hung = open_invocations(
         series,
-        events,
-        calls,
-        responses,
+        frames.events,
+        frames.calls,
+        frames.responses,
         as_of=as_of,
         older_than_s=client_timeout_s,
         runs=frames.runs,
     )
-    if frames.events is None and len(hung):
+    if frames.events.empty and len(hung):
         notes.append("No event log: what each open invocation waits on is unknown (no_events).")
     threads = frames.threads
-    dumps = 0 if threads is None else int(threads["dump"].nunique())
+    dumps = int(threads["dump"].nunique())
     if dumps < 2:
         notes.append(
             "No thread verdict: "
@@ -299,7 +273,6 @@ def triage_latency(
         )
         groups = group_stuck(pd.DataFrame(), ())
     else:
-        assert threads is not None
         groups = group_stuck(stuck_threads(threads), hung["tool"].dropna().unique())
     others = {name: frame for name, frame in by_source.items() if name != source}
     disagreements = cross_check(best, others) if source else cross_check(best, {})

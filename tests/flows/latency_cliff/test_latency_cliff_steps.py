@@ -3,11 +3,14 @@ the cross-check, buckets, open invocations by last event, stuck threads and thei
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from incidentkit.flows.latency_cliff.hangs import by_last_event, open_invocations
 from incidentkit.flows.latency_cliff.latency import (
@@ -563,3 +566,69 @@ def test_a_window_with_no_source_is_said_so() -> None:
     report = triage_latency(Frames(), as_of=at(0))
     assert report.source is None and report.cliff.empty and report.open.empty
     assert "No source times an invocation" in report.notes[0]
+
+
+LINE = st.tuples(
+    st.sampled_from(["run.start", "run.end", "run.error", "tool.error"]),
+    st.sampled_from([f"e-{n}" for n in range(12)]),
+    st.floats(min_value=0, max_value=3000, allow_nan=False),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "ms": st.integers(min_value=-5, max_value=10**9),
+            "outcome": st.sampled_from(["ok", "error", "weird"]),
+            "session_id": st.sampled_from(["s1", "s2"]),
+        },
+    ),
+)
+
+
+@settings(max_examples=80, deadline=None, derandomize=bool(os.environ.get("CI")))
+@given(st.lists(LINE, max_size=60), st.floats(min_value=0, max_value=4000, allow_nan=False))
+def test_any_diagnostics_log_triages_without_error(
+    lines: list[tuple[str, str, float, dict[str, Any]]], as_of_s: float
+) -> None:
+    """Duplicated, missing, reordered and nonsensical lines: the triage still answers, and
+    its frames keep their invariants."""
+    frame = diag(*lines).sort_values("ts", kind="stable").reset_index(drop=True)
+    report = triage_latency(Frames(diagnostics=frame), as_of=at(as_of_s), client_timeout_s=60)
+    starts = {inv for kind, inv, _, _ in lines if kind == "run.start"}
+    assert set(report.series["invocation_id"]) == starts
+    assert set(report.open["invocation_id"]) <= set(
+        report.series.loc[report.series["open"], "invocation_id"]
+    )
+    assert report.open["open_for_s"].gt(60).all()
+    if report.has_cliff:
+        row = report.cliff.iloc[0]
+        assert row["runs_before"] + row["runs_after"] == len(report.series)
+    assert int(report.buckets["runs"].sum()) == len(report.series)
+
+
+THREAD = st.tuples(
+    st.sampled_from(["tool-exec-1", "tool-exec-2", "main", "VM Thread", 'a"b', ""]),
+    st.sampled_from(["0x1", "0x2", None]),
+    st.sampled_from(["RUNNABLE", "WAITING", "UNKNOWN"]),
+    st.lists(st.sampled_from([*READ, *LISTEN, *IDLE, "x(y", "(", "a/b.c(d)"]), max_size=6).map(
+        tuple
+    ),
+)
+
+
+@settings(max_examples=80, deadline=None, derandomize=bool(os.environ.get("CI")))
+@given(
+    st.lists(st.lists(THREAD, max_size=8), min_size=1, max_size=3), st.lists(st.text(max_size=8))
+)
+def test_any_set_of_dumps_groups_without_error(
+    dumps: list[list[tuple[str, str, str, tuple[str, ...]]]], tools: list[str]
+) -> None:
+    frame = threads(*dumps)
+    stuck = stuck_threads(frame)
+    groups = group_stuck(stuck, tools)
+    assert int(groups["count"].sum()) == len(stuck)
+    dumps = [dump for dump in dumps if dump]  # a dump with no thread leaves no row
+    if len(dumps) < 2:
+        assert stuck.empty
+    for name in stuck["thread"]:
+        assert all(any(t[0] == name for t in dump) for dump in dumps)
+    tied = groups["tool"].notna().to_numpy()
+    assert not (tied[1:] > tied[:-1]).any()  # the tied groups come first
