@@ -111,3 +111,20 @@ def db_url(request: pytest.FixtureRequest) -> str:
         return f"sqlite:///{request.getfixturevalue('sqlite_path')}"
     url: str = request.getfixturevalue("pg_url" if request.param == "postgresql" else "mysql_url")
     return url
+
+
+INCIDENT_DB_PASSWORD = "hunter22-never-shown"
+"""The password an incident database URL carries in tests: trust auth ignores it; it is there
+to prove it never reaches a notebook, a report or findings.json."""
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def incident_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A URL for a new incident database a simulated pack is written into (``--into``):
+    SQLite, or PostgreSQL with :data:`INCIDENT_DB_PASSWORD` in it."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'incident.sqlite'}"
+    from sqlalchemy.engine import make_url
+
+    url = make_url(request.getfixturevalue("pg_url")).set(password=INCIDENT_DB_PASSWORD)
+    return url.render_as_string(hide_password=False)

@@ -12,7 +12,7 @@ from typing import Any
 
 import nbformat
 import pytest
-from sqlalchemy.engine import make_url
+from conftest import INCIDENT_DB_PASSWORD
 
 from incidentkit.cli import main
 from incidentkit.errors import ParameterError
@@ -120,20 +120,10 @@ def test_crash_recovery_from_files_matches_truth(tmp_path: Path) -> None:
     assert any("injected-parameters" in c.metadata.get("tags", []) for c in executed.cells)
 
 
-@pytest.mark.parametrize(
-    "database", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
-)
 def test_crash_recovery_from_a_database_matches_truth(
-    database: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+    incident_db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url = (
-        f"sqlite:///{tmp_path / 'incident.sqlite'}"
-        if database == "sqlite"
-        # trust auth ignores the password: it is there to prove it never leaks
-        else make_url(request.getfixturevalue("pg_url"))
-        .set(password="hunter22-never-shown")
-        .render_as_string(hide_password=False)
-    )
+    url = incident_db_url
     pack = simulate("crash_recovery", tmp_path / "pack", into=url)
     monkeypatch.setenv("INCIDENT_DB_URL", url)
     code, findings = run_and_read(pack, tmp_path / "out")
@@ -141,7 +131,7 @@ def test_crash_recovery_from_a_database_matches_truth(
     assert_matches_truth(findings, json.loads((pack / "truth.json").read_text()))
     text = "".join(p.read_text() for p in (tmp_path / "out").iterdir())
     assert url not in text  # the credential-bearing URL never reaches an artifact
-    assert "hunter22-never-shown" not in text
+    assert INCIDENT_DB_PASSWORD not in text
 
 
 @pytest.mark.parametrize("app", ["invoicing", "support"])

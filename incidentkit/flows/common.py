@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -12,6 +13,29 @@ from incidentkit.errors import ParameterError
 from incidentkit.evidence import Evidence
 from incidentkit.manifest import Window
 from incidentkit.times import utc_timestamp
+
+
+def begin(
+    flow: str, evidence: Evidence | str | os.PathLike[str], *, app_name: str, as_of: Any
+) -> tuple[Evidence, str, dict[str, Any], dict[str, str]]:
+    """What every flow's setup starts with: the incident opened and narrowed to its app, and
+    ``as_of`` resolved. Returns the evidence, the app, the values so far (``as_of``) and where
+    each came from (``app_name``, ``as_of``)."""
+    if isinstance(evidence, str) and not evidence.strip():
+        raise ParameterError(
+            "evidence is empty",
+            value=evidence,
+            fix=f"give the incident's evidence.toml or its folder: incidentkit run {flow} "
+            "--evidence PATH (or set evidence in the notebook's first cell)",
+        )
+    from incidentkit.evidence import open_evidence
+
+    incident = evidence if isinstance(evidence, Evidence) else open_evidence(evidence)
+    app, app_from = resolve_app(incident, app_name)
+    incident = for_app(incident, app)
+    at = resolve_as_of(as_of, incident)
+    sources = {"app_name": app_from, "as_of": "parameter" if as_of else "the window's end"}
+    return incident, app, {"as_of": at}, sources
 
 
 def resolve_as_of(as_of: Any, evidence: Evidence) -> pd.Timestamp:

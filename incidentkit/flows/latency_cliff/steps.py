@@ -10,10 +10,10 @@ from typing import Any
 import pandas as pd
 
 from incidentkit.errors import ParameterError
-from incidentkit.evidence import Evidence, open_evidence
+from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
 from incidentkit.flows import FLOWS
-from incidentkit.flows.common import Settings, flow_rejects, for_app, resolve_app, resolve_as_of
+from incidentkit.flows.common import Settings, begin, flow_rejects
 from incidentkit.flows.common import setting as profile_setting
 from incidentkit.flows.latency_cliff.findings import latency_findings
 from incidentkit.flows.latency_cliff.triage import Frames, LatencyReport, triage_latency
@@ -64,19 +64,7 @@ def setup(
     end; ``client_timeout_s`` from ``[apps.<app>]`` (else 60); ``bucket`` defaults to 1 minute.
     The evidence is read up to ``as_of``: nothing after it is seen.
     """
-    if isinstance(evidence, str) and not evidence.strip():
-        raise ParameterError(
-            "evidence is empty",
-            value=evidence,
-            fix="give the incident's evidence.toml or its folder: incidentkit run latency_cliff "
-            "--evidence PATH (or set evidence in the notebook's first cell)",
-        )
-    incident = evidence if isinstance(evidence, Evidence) else open_evidence(evidence)
-    app, app_from = resolve_app(incident, app_name)
-    incident = for_app(incident, app)
-    at = resolve_as_of(as_of, incident)
-    values: dict[str, Any] = {"as_of": at}
-    sources = {"app_name": app_from, "as_of": "parameter" if as_of else "the window's end"}
+    incident, app, values, sources = begin(FLOW, evidence, app_name=app_name, as_of=as_of)
     timeout, sources["client_timeout_s"] = profile_setting(
         incident, FLOW, app, "client_timeout_s", client_timeout_s, default=DEFAULT_TIMEOUT_S
     )
@@ -84,7 +72,7 @@ def setup(
     values["bucket"] = str(bucket or DEFAULT_BUCKET).strip()
     _bucket(values["bucket"])  # a bad duration fails here, before any triage
     sources["bucket"] = "parameter" if bucket else "default"
-    return _up_to(incident, at), Settings(FLOW, app, values, sources)
+    return _up_to(incident, values["as_of"]), Settings(FLOW, app, values, sources)
 
 
 def _up_to(evidence: Evidence, as_of: pd.Timestamp) -> Evidence:
@@ -143,7 +131,7 @@ SHOWN: Mapping[str, tuple[str, ...]] = {
         *("last_event_kind", "tool", "call_id"),
     ),
     "by_last_event": ("last_event_kind", "tool", "count", "invocation_ids"),
-    "stalls": ("count", "pool", "state", "tool", "app_frame", "top_frame", "client"),
+    "stalls": ("count", "pool", "state", "tool", "client", "app_frame", "top_frame"),
     "idle_threads": ("count", "pool", "state", "idle_reason", "app_frame", "top_frame"),
     "fix": ("step", "fix", "change"),
     "disagreements": ("invocation_id", "source", "other_source", "ms", "other_ms", "detail"),

@@ -11,17 +11,14 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from incidentkit.errors import ParameterError
-from incidentkit.evidence import Evidence, open_evidence
+from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
 from incidentkit.flows import FLOWS
 from incidentkit.flows.common import (
     Settings,
+    begin,
     flow_rejects,
-    for_app,
     log_context,
-    resolve_app,
-    resolve_as_of,
     setting,
 )
 from incidentkit.flows.orphans.actions import by_urgency, most_urgent_run
@@ -52,20 +49,8 @@ def setup(
     from the app's ``[apps.<app>]`` profile (``attempts_cap`` defaults to 3). A setting that
     neither gives is a ParameterError naming the key and the section.
     """
-    if isinstance(evidence, str) and not evidence.strip():
-        raise ParameterError(
-            "evidence is empty",
-            value=evidence,
-            fix="give the incident's evidence.toml or its folder: incidentkit run orphans "
-            "--evidence PATH (or set evidence in the notebook's first cell)",
-        )
-    incident = evidence if isinstance(evidence, Evidence) else open_evidence(evidence)
-    app, app_from = resolve_app(incident, app_name)
-    incident = for_app(incident, app)
-    at = resolve_as_of(as_of, incident)
+    incident, app, values, sources = begin(FLOW, evidence, app_name=app_name, as_of=as_of)
     given = {"terminal_agent": terminal_agent, "key_templates": key_templates or {}}
-    values: dict[str, Any] = {"as_of": at}
-    sources = {"app_name": app_from, "as_of": "parameter" if as_of else "the window's end"}
     for name in ("terminal_agent", "key_templates"):
         values[name], sources[name] = setting(incident, FLOW, app, name, given[name])
     values["attempts_cap"], sources["attempts_cap"] = setting(

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from sqlalchemy.engine import make_url
+from conftest import INCIDENT_DB_PASSWORD
 
 from incidentkit.errors import ParameterError
 from incidentkit.findings import Findings
@@ -204,25 +204,16 @@ def test_the_notebook_on_the_cliff_pack_from_files_matches_truth(tmp_path: Path)
 
 
 @pytest.mark.notebook
-@pytest.mark.parametrize(
-    "database", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
-)
 def test_the_notebook_on_the_cliff_pack_from_a_database_matches_truth(
-    database: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+    incident_db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url = (
-        f"sqlite:///{tmp_path / 'incident.sqlite'}"
-        if database == "sqlite"
-        else make_url(request.getfixturevalue("pg_url"))
-        .set(password="s3cret-never-shown")
-        .render_as_string(hide_password=False)
-    )
+    url = incident_db_url
     pack = simulate("latency_cliff", tmp_path / "pack", into=url)
     monkeypatch.setenv("INCIDENT_DB_URL", url)
     code, findings, html = run_and_read(pack, tmp_path / "out", app_name="support")
     assert code == 1
     assert_matches_truth(findings)
-    assert "s3cret-never-shown" not in html
+    assert INCIDENT_DB_PASSWORD not in html
 
 
 @pytest.mark.notebook
