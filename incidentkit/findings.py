@@ -75,6 +75,14 @@ class Finding:
         return self.severity is not Severity.INFO
 
 
+def verdict_of(items: Iterable[Finding], *, incomplete: bool) -> Verdict:
+    """A flow's verdict: INCOMPLETE_EVIDENCE when its evidence is, else ACTION_NEEDED when any
+    item needs action, else CLEAN."""
+    if incomplete:
+        return Verdict.INCOMPLETE_EVIDENCE
+    return Verdict.ACTION_NEEDED if any(item.needs_action for item in items) else Verdict.CLEAN
+
+
 @dataclass(frozen=True)
 class Provenance:
     """What the findings were drawn from: incident title, window, as_of and the parameters."""

@@ -92,7 +92,12 @@ def write_pack(
     count = shard_count(scale) if plan.background is not None else 1
     try:
         pack = Pack(
-            folder, events_format=events_format, window=spec.window, into=into, split_log=count > 1
+            folder,
+            events_format=events_format,
+            window=spec.window,
+            into=into,
+            split_log=count > 1,
+            zone=spec.zone,
         )
     except SimulationError:
         if not existed:
@@ -107,7 +112,17 @@ def write_pack(
         for bundle in core:
             pack.emit(bundle)
         jobs = [
-            Job(folder, spec.name, seed, k, part, events_format, spec.window, into is not None)
+            Job(
+                folder,
+                spec.name,
+                seed,
+                k,
+                part,
+                events_format,
+                spec.window,
+                into is not None,
+                spec.zone,
+            )
             for k, part in enumerate(split(plan.background, count))
         ]
         done = run_all(jobs)
@@ -121,7 +136,7 @@ def write_pack(
     for dump in plan.dumps:
         target = folder / dump.file
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(render(dump, world.rng), encoding="utf-8", newline="\n")
+        target.write_text(render(dump, world.rng, zone=spec.zone), encoding="utf-8", newline="\n")
         counts.threads += dump.rows
     java = events_format == "adk-java"
     files = _files(java=java, into=into is not None, dumps=[d.file for d in plan.dumps])
@@ -147,6 +162,7 @@ def write_pack(
             into=into is not None,
             naive_sql=into is not None and make_url(into).get_backend_name() != "postgresql",
             dumps=plan.dumps,
+            zone=spec.zone,
         ),
         encoding="utf-8",
         newline="\n",
@@ -196,11 +212,14 @@ def manifest_text(
     into: bool,
     naive_sql: bool = False,
     dumps: Sequence[Dump] = (),
+    zone: str = "UTC",
 ) -> str:
     """The pack's ``evidence.toml``: relative paths; a database only as ``env:``.
 
     ``naive_sql`` says the database stores the kit's timestamps without an offset (SQLite,
-    MySQL): they are UTC, which the manifest states with ``naive_timestamps = "utc"``.
+    MySQL): they are UTC, which the manifest states with ``naive_timestamps = "utc"``. ``zone``
+    is the JVM's: thread dump headers carry its wall clock without an offset, so ``[threads]``
+    says ``timezone`` (``naive_timestamps = "utc"`` for a UTC host).
     """
     database = [f'url = "env:{URL_ENV}"'] + (['naive_timestamps = "utc"'] if naive_sql else [])
     if into:
@@ -231,7 +250,7 @@ def manifest_text(
     if dumps:
         names = ", ".join(_q(d.file) for d in dumps)
         lines += ["", "[threads]", f"paths = [{names}]", 'format = "jcmd"']
-        lines.append('naive_timestamps = "utc"')
+        lines.append('naive_timestamps = "utc"' if zone == "UTC" else f"timezone = {_q(zone)}")
     return "\n".join([*lines, *profile_lines()]) + "\n"
 
 

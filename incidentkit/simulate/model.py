@@ -10,6 +10,7 @@ import random
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
+from zoneinfo import ZoneInfo
 
 BASE_DAY = datetime(2026, 11, 29, tzinfo=UTC)
 """Every scenario happens on this day; no wall clock is ever read."""
@@ -45,6 +46,33 @@ def iso(ms: int) -> str:
         if len(_SECONDS) < 100_000:
             _SECONDS[second] = text
     return f"{text}{milli:03d}Z"
+
+
+class WallClock:
+    """A host's wall clock in ``zone`` (IANA name): the times its logs and thread dumps print."""
+
+    def __init__(self, zone: str = "UTC") -> None:
+        self.zone = zone
+        self._tz = None if zone == "UTC" else ZoneInfo(zone)
+        self._seconds: dict[int, tuple[str, str]] = {}
+
+    def log_time(self, ms: int) -> str:
+        """Logback's ``yyyy-MM-dd'T'HH:mm:ss.SSSXXX``: ``...03:10:00.123Z`` in UTC, else
+        local with the offset (``...04:10:00.123+01:00`` in Berlin in November)."""
+        if self._tz is None:
+            return iso(ms)
+        second, milli = divmod(ms, 1000)
+        parts = self._seconds.get(second)
+        if parts is None:
+            text = datetime.fromtimestamp(second, tz=self._tz).isoformat()
+            parts = (text[:19], text[19:])
+            if len(self._seconds) < 100_000:
+                self._seconds[second] = parts
+        return f"{parts[0]}.{milli:03d}{parts[1]}"
+
+    def dump_time(self, ms: int) -> str:
+        """``2026-11-29 04:11:58``: the local time, no offset (the header of ``jcmd`` dumps)."""
+        return datetime.fromtimestamp(ms // 1000, tz=self._tz or UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def naive_utc(ms: int) -> datetime:

@@ -74,7 +74,8 @@ class Pack:
     """Writes one pack: files in ``out``, or ledger/events/journal into ``into``'s database.
 
     ``part`` names a shard: everything then goes to part files under ``out/.parts`` (``sql``:
-    ledger, events and journal as SQL rows for the main pack to insert).
+    ledger, events and journal as SQL rows for the main pack to insert). ``zone`` is the JVM
+    host's time zone, in which the diagnostics log is written.
     """
 
     def __init__(
@@ -87,6 +88,7 @@ class Pack:
         part: str | None = None,
         split_log: bool = False,
         sql: bool = False,
+        zone: str = "UTC",
     ) -> None:
         self.out, self.window, self.part = out, window, part
         self.java = events_format == "adk-java"
@@ -127,7 +129,7 @@ class Pack:
             log_path = out / PARTS / "main-diagnostics.log"
         else:
             log_path = out / "diagnostics.log"
-        self.log = DiagnosticsLog(log_path)
+        self.log = DiagnosticsLog(log_path, zone)
 
     def path(self, name: str) -> Path:
         if self.part is None:

@@ -31,9 +31,14 @@ class Plan:
 
 @dataclass(frozen=True)
 class Spec:
-    """A scenario: name, one-line title, UTC window (epoch ms) and its builder."""
+    """A scenario: name, one-line title, UTC window (epoch ms) and its builder.
+
+    ``zone`` is the JVM host's time zone: its diagnostics log and thread dump headers are
+    written on that wall clock (the agent's database and exports stay UTC).
+    """
 
     name: str
     title: str
     window: tuple[int, int]
     build: Callable[[World, int], Plan]
+    zone: str = "UTC"

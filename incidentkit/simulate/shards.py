@@ -41,6 +41,7 @@ class Job:
     events_format: str
     window: tuple[int, int]
     sql: bool
+    zone: str = "UTC"
 
 
 @dataclass
@@ -68,6 +69,7 @@ def run_shard(job: Job) -> Done:
         window=job.window,
         part=f"shard{job.shard}",
         sql=job.sql,
+        zone=job.zone,
     )
     for bundle in stream(world, job.background):
         pack.emit(bundle)

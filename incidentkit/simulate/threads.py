@@ -1,7 +1,7 @@
 """JVM thread dumps in the HotSpot format ``jcmd <pid> Thread.print`` prints (JDK 21).
 
-The header's time is the JVM host's local time without an offset; simulated hosts run in UTC,
-so manifests say ``naive_timestamps = "utc"`` in ``[threads]``.
+The header's time is the JVM host's local time without an offset; manifests say the host's zone
+in ``[threads]`` (``timezone = "Europe/Berlin"``, or ``naive_timestamps = "utc"`` for UTC).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from incidentkit.simulate.model import BASE_MS
+from incidentkit.simulate.model import WallClock
 
 JDK = "java.base@21.0.5"
 
@@ -20,21 +20,31 @@ def jdk(frame: str) -> str:
     return f"{method}({JDK}/{where}"
 
 
-SOCKET_READ = (
+NIO_READ = (
     jdk("sun.nio.ch.Net.poll(Native Method)"),
     jdk("sun.nio.ch.NioSocketImpl.park(NioSocketImpl.java:191)"),
     jdk("sun.nio.ch.NioSocketImpl.implRead(NioSocketImpl.java:309)"),
     jdk("sun.nio.ch.NioSocketImpl.read(NioSocketImpl.java:346)"),
     jdk("java.net.Socket$SocketInputStream.read(Socket.java:1099)"),
-    jdk("java.io.BufferedInputStream.read1(BufferedInputStream.java:347)"),
-    jdk("sun.net.www.http.ChunkedInputStream.readAheadBlocking(ChunkedInputStream.java:560)"),
-    jdk("sun.net.www.http.ChunkedInputStream.read(ChunkedInputStream.java:689)"),
-    "com.example.support.tools.OrderLookupClient.fetch(OrderLookupClient.java:58)",
-    "com.example.support.tools.OrderLookupTool.orderLookup(OrderLookupTool.java:31)",
+)
+"""The top of every thread waiting in a blocking socket read, whatever it waits for."""
+TOOL_POOL = (
     "com.google.adk.tools.FunctionTool.call(FunctionTool.java:262)",
     jdk("java.util.concurrent.ThreadPoolExecutor.runWorker(ThreadPoolExecutor.java:1144)"),
     jdk("java.util.concurrent.ThreadPoolExecutor$Worker.run(ThreadPoolExecutor.java:642)"),
     jdk("java.lang.Thread.run(Thread.java:1583)"),
+)
+HTTP_BODY = (
+    jdk("java.io.BufferedInputStream.read1(BufferedInputStream.java:347)"),
+    jdk("sun.net.www.http.ChunkedInputStream.readAheadBlocking(ChunkedInputStream.java:560)"),
+    jdk("sun.net.www.http.ChunkedInputStream.read(ChunkedInputStream.java:689)"),
+)
+SOCKET_READ = (
+    *NIO_READ,
+    *HTTP_BODY,
+    "com.example.support.tools.OrderLookupClient.fetch(OrderLookupClient.java:58)",
+    "com.example.support.tools.OrderLookupTool.orderLookup(OrderLookupTool.java:31)",
+    *TOOL_POOL,
 )
 """A tool thread blocked reading the order service's response (no read timeout)."""
 
@@ -48,6 +58,44 @@ PARKED_QUEUE = (
     jdk("java.util.concurrent.ThreadPoolExecutor.runWorker(ThreadPoolExecutor.java:1130)"),
     jdk("java.lang.Thread.run(Thread.java:1583)"),
 )
+KB_READ = (
+    *NIO_READ,
+    *HTTP_BODY,
+    "com.example.support.tools.KbSearchClient.query(KbSearchClient.java:77)",
+    "com.example.support.tools.KbSearchTool.kbSearch(KbSearchTool.java:29)",
+    *TOOL_POOL,
+)
+"""A ``kb_search`` tool thread waiting for the knowledge base's reply."""
+KB_PARSE = (
+    "com.fasterxml.jackson.core.json.UTF8StreamJsonParser.nextFieldName"
+    "(UTF8StreamJsonParser.java:1052)",
+    "com.fasterxml.jackson.databind.deser.std.MapDeserializer._readAndBindStringKeyMap"
+    "(MapDeserializer.java:609)",
+    "com.fasterxml.jackson.databind.deser.std.MapDeserializer.deserialize(MapDeserializer.java:449)",
+    "com.fasterxml.jackson.databind.ObjectMapper._readMapAndClose(ObjectMapper.java:4917)",
+    "com.fasterxml.jackson.databind.ObjectMapper.readValue(ObjectMapper.java:3860)",
+    "com.example.support.tools.KbSearchClient.query(KbSearchClient.java:81)",
+    "com.example.support.tools.KbSearchTool.kbSearch(KbSearchTool.java:29)",
+    *TOOL_POOL,
+)
+"""A ``kb_search`` tool thread parsing the reply it just read (RUNNABLE, not in a read)."""
+KB_PARKED = (
+    jdk("jdk.internal.misc.Unsafe.park(Native Method)"),
+    "- parking to wait for  <0x00000006c1f3d540> (a java.util.concurrent.locks."
+    "AbstractQueuedSynchronizer$ConditionObject)",
+    *PARKED_QUEUE[2:],
+)
+"""An idle ``kb_search`` pool thread waiting for work on its own queue."""
+AUDIT_FEED = (
+    *NIO_READ,
+    jdk("java.io.BufferedInputStream.fill(BufferedInputStream.java:291)"),
+    jdk("java.io.BufferedInputStream.read(BufferedInputStream.java:308)"),
+    jdk("java.io.DataInputStream.readInt(DataInputStream.java:381)"),
+    "com.example.support.audit.AuditFeedListener.awaitNext(AuditFeedListener.java:73)",
+    "com.example.support.audit.AuditFeedListener.run(AuditFeedListener.java:41)",
+    jdk("java.lang.Thread.run(Thread.java:1583)"),
+)
+"""A listener blocked by design on a long-lived socket until the audit feed sends a record."""
 SERVING = (
     jdk("java.util.HashMap.putVal(HashMap.java:641)"),
     "com.fasterxml.jackson.databind.deser.std.MapDeserializer._readAndBindStringKeyMap"
@@ -128,15 +176,14 @@ class Dump:
         return len(self.threads) + len(VM_THREADS)
 
 
-def render(dump: Dump, rng: random.Random) -> str:
-    """The dump's text, byte for byte what jcmd prints (addresses drawn from ``rng``)."""
-    seconds = (dump.taken - BASE_MS) // 1000
-    hh, mm, ss = seconds // 3600, seconds // 60 % 60, seconds % 60
+def render(dump: Dump, rng: random.Random, *, zone: str = "UTC") -> str:
+    """The dump's text, byte for byte what jcmd prints on a host in ``zone`` (addresses drawn
+    from ``rng``)."""
     elapsed = (dump.taken - dump.started) / 1000
     addresses = [f"0x00007f2e{rng.getrandbits(24):06x}00" for _ in dump.threads]
     lines = [
         "4711:",
-        f"2026-11-29 {hh:02d}:{mm:02d}:{ss:02d}",
+        WallClock(zone).dump_time(dump.taken),
         "Full thread dump OpenJDK 64-Bit Server VM (21.0.5+11-LTS mixed mode, sharing):",
         "",
         "Threads class SMR info:",

@@ -16,7 +16,7 @@ from typing import IO, Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from incidentkit.simulate.model import JournalRow, LedgerRow, LogRecord, iso
+from incidentkit.simulate.model import JournalRow, LedgerRow, LogRecord, WallClock, iso
 from incidentkit.store import insert_rows
 
 BUFFER = 1 << 20
@@ -106,19 +106,25 @@ def journal_line(row: JournalRow) -> dict[str, Any]:
     }
 
 
-def log_lines(record: LogRecord) -> str:
-    """``2026-11-29T03:10:00.123Z INFO  c.e.agent.DiagnosticsPlugin - run.start inv=...``."""
-    head = f"{iso(record.ts)} {record.level:<5} {record.logger} - {record.message}\n"
+def log_lines(record: LogRecord, clock: WallClock | None = None) -> str:
+    """``2026-11-29T03:10:00.123Z INFO  c.e.agent.DiagnosticsPlugin - run.start inv=...``
+    (the time on ``clock``, the JVM host's; UTC when None)."""
+    stamp = iso(record.ts) if clock is None else clock.log_time(record.ts)
+    head = f"{stamp} {record.level:<5} {record.logger} - {record.message}\n"
     if not record.throwable:
         return head
     return head + "".join(line + "\n" for line in record.throwable)
 
 
 class DiagnosticsLog:
-    """The plugin's log in time order: records wait in a heap until no earlier one can come."""
+    """The plugin's log in time order: records wait in a heap until no earlier one can come.
 
-    def __init__(self, path: Path) -> None:
+    Times are written on the wall clock of the JVM host, whose zone is ``zone``.
+    """
+
+    def __init__(self, path: Path, zone: str = "UTC") -> None:
         self.handle = open_text(path)
+        self.clock = WallClock(zone)
         self.heap: list[tuple[int, int, LogRecord]] = []
         self.seq = 0
         self.records = 0
@@ -131,12 +137,12 @@ class DiagnosticsLog:
     def flush_before(self, ts: int) -> None:
         heap = self.heap
         while heap and heap[0][0] < ts:
-            self.handle.write(log_lines(heapq.heappop(heap)[2]))
+            self.handle.write(log_lines(heapq.heappop(heap)[2], self.clock))
             self.records += 1
 
     def close(self) -> None:
         while self.heap:
-            self.handle.write(log_lines(heapq.heappop(self.heap)[2]))
+            self.handle.write(log_lines(heapq.heappop(self.heap)[2], self.clock))
             self.records += 1
         self.handle.close()
 
@@ -155,7 +161,10 @@ def _records(path: Path) -> Iterator[tuple[str, str]]:
 
 
 def merge_logs(parts: list[Path], target: Path) -> None:
-    """Merge time-ordered logs into one, record by record (ties keep the order of ``parts``)."""
+    """Merge time-ordered logs into one, record by record (ties keep the order of ``parts``).
+
+    Records sort by their written time, so every part must be written in the same zone.
+    """
     with open_text(target) as out:
         for _, text in heapq.merge(*(_records(p) for p in parts), key=lambda r: r[0]):
             out.write(text)

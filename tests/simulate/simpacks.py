@@ -11,6 +11,7 @@ import json
 import re
 import sqlite3
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,9 @@ PACKS = (
     "crash_recovery-adk-python",
     "vanished_state-adk-python",
 )
-RECORD = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z) (INFO |WARN |ERROR) (\S+) - (.*)$")
+RECORD = re.compile(
+    r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}(?:Z|[+-]\d\d:\d\d)) (INFO |WARN |ERROR) (\S+) - (.*)$"
+)
 
 
 def truth(pack: Path) -> dict[str, Any]:
@@ -112,14 +115,25 @@ def spans(pack: Path) -> list[dict[str, Any]]:
 @dataclass
 class Record:
     ts: str
+    """UTC, ``2026-11-29T03:10:00.123Z`` (as written when the log is in UTC)."""
     level: str
     logger: str
     message: str
     extra: list[str]
+    written: str = ""
+    """The time as the line has it (local with an offset when the JVM is not in UTC)."""
 
     def field(self, name: str) -> str | None:
         match = re.search(rf"\b{name}=(\S+)", self.message)
         return match.group(1) if match else None
+
+
+def utc(stamp: str) -> str:
+    """``2026-11-29T04:10:00.123+01:00`` as ``2026-11-29T03:10:00.123Z``."""
+    if stamp.endswith("Z"):
+        return stamp
+    moment = datetime.fromisoformat(stamp).astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def log(pack: Path) -> list[Record]:
@@ -128,7 +142,9 @@ def log(pack: Path) -> list[Record]:
     for line in (pack / "diagnostics.log").read_text().splitlines():
         match = RECORD.match(line)
         if match:
-            records.append(Record(match[1], match[2].strip(), match[3], match[4], []))
+            records.append(
+                Record(utc(match[1]), match[2].strip(), match[3], match[4], [], match[1])
+            )
         else:
             assert records, f"continuation line before any record: {line!r}"
             records[-1].extra.append(line)

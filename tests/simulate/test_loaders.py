@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from simloaders import require_loaders
-from simpacks import FIXTURES, PACKS, ledger, truth
+from simpacks import FIXTURES, PACKS, ledger, log, truth
 
 from incidentkit import open_evidence
 from incidentkit.simulate import simulate
@@ -40,9 +40,25 @@ def test_loaded_ids_and_times_are_the_packs(name: str) -> None:
     assert orphans <= set(runs["run_id"])
 
 
+def test_local_jvm_times_load_as_their_utc_instants() -> None:
+    """latency_cliff's JVM runs in Europe/Berlin: dump headers and log lines are local."""
+    require_loaders()
+    pack = FIXTURES / "latency_cliff"
+    evidence = open_evidence(pack)
+    dumps = truth(pack)["expected"]["threads"]["dumps"]
+    taken = evidence.threads.groupby("dump", sort=True)["taken_at"].unique()
+    assert [list(t) for t in taken] == [[pd.Timestamp(d["taken_at"])] for d in dumps]
+    written = sorted(pd.Timestamp(r.ts) for r in log(pack))
+    assert sorted(evidence.diagnostics["ts"]) == written
+
+
 @pytest.mark.parametrize(
     ("scenario", "events_format"),
-    [("crash_recovery", "adk-java"), ("vanished_state", "adk-python")],
+    [
+        ("crash_recovery", "adk-java"),
+        ("vanished_state", "adk-python"),
+        ("latency_cliff", "adk-java"),
+    ],
 )
 def test_sharded_pack_loads_with_zero_rejects(
     scenario: str, events_format: str, tmp_path: Path

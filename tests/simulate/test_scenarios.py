@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import tomllib
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -10,6 +12,7 @@ import pandas as pd
 import pytest
 from simpacks import (
     FIXTURES,
+    Thread,
     attrs,
     calls,
     delta,
@@ -136,7 +139,8 @@ def test_latency_cliff_figures_come_from_the_log_and_the_dumps() -> None:
     stuck = []
     for entry in threads["dumps"]:
         header, listed = dump(pack / entry["file"])
-        assert header == entry["taken_at"][:19].replace("T", " ")
+        local = pd.Timestamp(entry["taken_at"]).tz_convert(threads["jvm_zone"])
+        assert header == local.strftime("%Y-%m-%d %H:%M:%S")
         stuck.append(
             {
                 t.name
@@ -147,6 +151,92 @@ def test_latency_cliff_figures_come_from_the_log_and_the_dumps() -> None:
         )
     assert stuck[0] == stuck[1] == set(threads["stuck_threads"])
     assert len(stuck[0]) == threads["stuck_count"] == 64
+
+
+def _dumps(pack: Path) -> list[dict[str, Thread]]:
+    return [
+        {t.name: t for t in dump(pack / entry["file"])[1]}
+        for entry in truth(pack)["expected"]["threads"]["dumps"]
+    ]
+
+
+def test_latency_cliff_listener_blocks_by_design_and_is_not_the_stall() -> None:
+    pack = FIXTURES / "latency_cliff"
+    threads = truth(pack)["expected"]["threads"]
+    taken = _dumps(pack)
+    idle = threads["idle_by_design"]
+    assert idle and all(entry["reason"] for entry in idle)
+    for entry in idle:
+        seen = [d[entry["thread"]] for d in taken]
+        assert all((t.state, t.frames) == (seen[0].state, seen[0].frames) for t in seen)
+        assert seen[0].state == threads["stuck_state"]
+        assert seen[0].frames[0] == threads["stuck_top_frame"]  # the same socket read on top
+        assert entry["app_frame"] in seen[0].frames
+        assert not any("OrderLookup" in f for f in seen[0].frames)
+        assert entry["thread"] not in threads["stuck_threads"]
+    # Same state and frames in every dump, in a socket read: the stall and the listeners only.
+    same = {
+        name
+        for name, t in taken[0].items()
+        if t.frames[:1] == [threads["stuck_top_frame"]]
+        and all(name in d and (d[name].state, d[name].frames) == (t.state, t.frames) for d in taken)
+    }
+    assert same == set(threads["stuck_threads"]) | {e["thread"] for e in idle}
+    client = threads["client_class"]
+    assert threads["stuck_app_frame"] == threads["stuck_tool_frame"]
+    assert threads["stuck_app_frame"].startswith(client + ".")
+    for name in threads["stuck_threads"]:
+        app = [f for f in taken[0][name].frames if "java.base@" not in f]
+        assert app[0] == threads["stuck_app_frame"]
+
+
+def test_latency_cliff_kb_threads_read_in_one_dump_only_while_a_call_is_open() -> None:
+    pack = FIXTURES / "latency_cliff"
+    expected = truth(pack)["expected"]
+    threads = expected["threads"]
+    taken = _dumps(pack)
+    top = threads["stuck_top_frame"]
+    assert threads["not_stuck"]
+    for name in threads["not_stuck"]:
+        seen = [d[name] for d in taken]
+        reading = [t.frames[0] == top for t in seen]
+        assert any(reading) and not all(reading), name
+        assert len({(t.state, tuple(t.frames)) for t in seen}) > 1
+        assert all(not any("OrderLookup" in f for f in t.frames) for t in seen)
+        assert any("KbSearchClient" in f for t in seen for f in t.frames)
+    pool = [n for n in taken[0] if n.startswith("kb-exec-")]
+    in_read = {n for d in taken for n in pool if d[n].frames[0] == top}
+    assert in_read == set(threads["not_stuck"])
+    opened: dict[str, int] = {}
+    answered: dict[str, int] = {}
+    for event in events(pack):
+        for call in calls(event):
+            if call["name"] == threads["not_stuck_tool"]:
+                opened[call["id"]] = ts_ms(event)
+        for response in responses(event):
+            if response["name"] == threads["not_stuck_tool"]:
+                answered[response["id"]] = ts_ms(event)
+    assert opened.keys() == answered.keys()  # every kb_search call was answered
+    for entry, d in zip(threads["dumps"], taken, strict=True):
+        at = _ms(entry["taken_at"])
+        busy = sum(1 for n in pool if d[n].state == "RUNNABLE")
+        assert busy == sum(1 for c, t in opened.items() if t < at < answered[c])
+
+
+def test_latency_cliff_jvm_logs_in_its_own_zone() -> None:
+    pack = FIXTURES / "latency_cliff"
+    zone = truth(pack)["expected"]["threads"]["jvm_zone"]
+    assert zone == "Europe/Berlin"
+    manifest = tomllib.loads((pack / "evidence.toml").read_text())
+    assert manifest["threads"]["timezone"] == zone
+    assert "naive_timestamps" not in manifest["threads"]
+    records = log(pack)
+    for record in records:
+        local = pd.Timestamp(record.ts).tz_convert(zone)
+        assert record.written == local.isoformat(timespec="milliseconds")
+    assert {r.written[-6:] for r in records} == {"+01:00"}
+    healthy = FIXTURES / "healthy"
+    assert all(r.written == r.ts for r in log(healthy))
 
 
 def test_runaway_limit_loop_and_retries_are_in_the_evidence() -> None:

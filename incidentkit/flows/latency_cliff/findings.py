@@ -16,9 +16,9 @@ from incidentkit.findings import (
     Findings,
     Provenance,
     Severity,
-    Verdict,
     iso_text,
     rows_of,
+    verdict_of,
 )
 from incidentkit.flows.latency_cliff.fixes import fix_text
 from incidentkit.flows.latency_cliff.latency import SOURCE_LABELS
@@ -267,12 +267,6 @@ def latency_findings(
         "rejects": len(rejects),
     }
     incomplete = len(rejects) > 0 or report.source is None
-    verdict = (
-        Verdict.INCOMPLETE_EVIDENCE
-        if incomplete
-        else Verdict.ACTION_NEEDED
-        if any(item.needs_action for item in items)
-        else Verdict.CLEAN
-    )
+    verdict = verdict_of(items, incomplete=incomplete)
     provenance = Provenance(title, window, iso_text(report.as_of), dict(parameters or {}))
     return Findings(FLOW, verdict, summary, tuple(items), provenance)

@@ -13,9 +13,9 @@ from incidentkit.findings import (
     Findings,
     Provenance,
     Severity,
-    Verdict,
     iso_text,
     rows_of,
+    verdict_of,
 )
 from incidentkit.flows.orphans.triage import Action, JournalVerdict, OrphanReport
 
@@ -201,13 +201,7 @@ def orphan_findings(
         "rejects": 0 if rejects is None else len(rejects),
     }
     incomplete = report.ledger_runs == 0 or counts["UNKNOWN"] > 0 or summary["rejects"] > 0
-    verdict = (
-        Verdict.INCOMPLETE_EVIDENCE
-        if incomplete
-        else Verdict.ACTION_NEEDED
-        if any(item.needs_action for item in items)
-        else Verdict.CLEAN
-    )
+    verdict = verdict_of(items, incomplete=incomplete)
     parameters = {
         **({"app_name": app_name} if app_name is not None else {}),
         "as_of": report.as_of,

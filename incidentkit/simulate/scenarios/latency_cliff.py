@@ -6,18 +6,25 @@ about 4 % never return. A burst of order questions from 03:11:17 saturates the p
 thread dumps ten seconds apart show all 64 threads parked in the same socket read; p95 goes from
 about 4 s to about 60 s while nothing fails. Traces are tail-sampled (incomplete or errored
 traces kept, 10 % of the rest). Traffic is kept just large enough for these facts (small pack).
+
+Three harder cases come with it. A listener thread blocks in a socket read by design, the same
+in both dumps. Three support turns ask ``kb_search`` around the dumps; its ``kb-exec`` threads
+read from the knowledge base in one dump only (slow, not stuck). The JVM host runs in
+Europe/Berlin: the log and the dump headers are on its wall clock (UTC+01:00 that day).
 """
 
 from __future__ import annotations
 
 import heapq
+import random
 from dataclasses import dataclass
 from typing import Any
 
 from incidentkit.simulate.model import Bundle, at, iso
 from incidentkit.simulate.plan import Plan, Spec
-from incidentkit.simulate.scenarios.cliff_threads import dumps
+from incidentkit.simulate.scenarios.cliff_threads import LISTENERS, KbRead, dumps
 from incidentkit.simulate.script import Invocation
+from incidentkit.simulate.threads import Dump
 from incidentkit.simulate.traffic import Background
 from incidentkit.simulate.truth import percentile
 from incidentkit.simulate.world import World
@@ -29,6 +36,8 @@ STALL_MS = (48_000, 56_000)
 WINDOW = (at("02:55"), at("03:16"))
 POOL = 64
 TIMEOUT_MS = 60_000
+STUCK_APP_FRAME = "com.example.support.tools.OrderLookupClient.fetch(OrderLookupClient.java:58)"
+JVM_ZONE = "Europe/Berlin"  # UTC+01:00 that day: the log and dump headers read 04:10 for 03:10
 SAMPLE = 0.1
 BACKGROUND = 3
 ARRIVALS = (  # (from, to, mean gap ms) for support turns
@@ -82,6 +91,51 @@ def _plan(world: World) -> list[Turn]:
     return turns
 
 
+def _kb_reads(rng: random.Random, times: tuple[int, int]) -> list[KbRead]:
+    """The ``kb_search`` reads around the dumps: ``kb-exec-1`` reads in dump 1 and is idle in
+    dump 2, ``kb-exec-2`` reads in dump 1 and parses the reply in dump 2, ``kb-exec-3`` is
+    idle in dump 1 and reads in dump 2; ``kb-exec-4`` is idle in both."""
+    first, second = times
+    one = first + rng.randint(1500, 3000)
+    three = second + rng.randint(1000, 2500)
+    return [
+        KbRead(1, first - rng.randint(1500, 3000), one, one + rng.randint(20, 60)),
+        KbRead(
+            2,
+            first - rng.randint(300, 900),
+            second - rng.randint(10, 30),
+            second + rng.randint(10, 40),
+        ),
+        KbRead(3, second - rng.randint(2000, 4000), three, three + rng.randint(20, 60)),
+    ]
+
+
+def _run_kb(world: World, read: KbRead) -> Bundle:
+    """A support turn whose ``kb_search`` call is ``read``; it answers soon after."""
+    rng = world.rng
+    llm1 = rng.randint(900, 2000)
+    s = world.session("support")
+    inv = Invocation(
+        world,
+        s,
+        start=read.start - llm1 - 8,
+        root="support_agent",
+        owner="support-7d9f-1",
+        text="How do I return a damaged item?",
+    )
+    agent = inv.agent("support_agent")
+    call = agent.request("kb_search", {"query": "return damaged item"}, ms=llm1)
+    agent.respond(
+        call,
+        {"articles": [{"id": f"KB-{rng.randrange(1000, 9999)}", "title": "Returns and refunds"}]},
+        ms=max(1, read.parsed - inv.now),
+    )
+    agent.say("You can return it within 30 days; see Returns and refunds.", ms=world.llm_ms())
+    bundle = inv.finish()
+    bundle.spans = []  # complete and ok: among the 90 % the tail sampler drops
+    return bundle
+
+
 def _run(world: World, turn: Turn) -> Bundle:
     s = world.session("support")
     inv = Invocation(
@@ -118,8 +172,13 @@ def _run(world: World, turn: Turn) -> Bundle:
 def build(world: World, scale: int) -> Plan:
     world.descriptions["support_agent"] = "Answers questions about orders."
     turns = _plan(world)
-    core = [_run(world, turn) for turn in turns]
+    orders = [_run(world, turn) for turn in turns]
     times, stuck = _dump_times(turns)
+    # The kb turns draw from a generator of their own, so every other draw stays as it was.
+    side = World(random.Random(repr(world.rng.getstate())), descriptions=world.descriptions)
+    kb = _kb_reads(side.rng, times)
+    core = orders + [_run_kb(side, read) for read in kb]
+    world.stats += side.stats
     background = Background(
         start=at("02:55"),
         end=at("03:15"),
@@ -128,10 +187,10 @@ def build(world: World, scale: int) -> Plan:
         apps=("travel", "invoicing", "expenses"),
         weights=(2, 2, 1),
     )
-    taken = list(dumps(world, times, stuck))
+    taken = list(dumps(world, times, stuck, kb))
 
     def expected(w: World, events_format: str) -> dict[str, Any]:
-        return _expected(w, core, turns, stuck, taken)
+        return _expected(w, orders, turns, stuck, taken, kb)
 
     return Plan(core=core, background=background, expected=expected, dumps=taken, as_of=WINDOW[1])
 
@@ -156,7 +215,12 @@ def _dump_times(turns: list[Turn]) -> tuple[tuple[int, int], list[int]]:
 
 
 def _expected(
-    world: World, core: list[Bundle], turns: list[Turn], stuck: list[int], taken: list[Any]
+    world: World,
+    orders: list[Bundle],
+    turns: list[Turn],
+    stuck: list[int],
+    taken: list[Dump],
+    kb: list[KbRead],
 ) -> dict[str, Any]:
     stats = [s for s in world.stats if s.app == "support"]
 
@@ -173,7 +237,12 @@ def _expected(
         b: sum(1 for s in stats if s.outcome == "error" and (s.start < CLIFF) == b)
         for b in (True, False)
     }
-    hung = [b for b, t in zip(core, turns, strict=True) if t.hung]
+    hung = [b for b, t in zip(orders, turns, strict=True) if t.hung]
+    times = [d.taken for d in taken]
+    slow_once = sorted(
+        {r.thread for r in kb if any(r.start <= ms < r.end for ms in times)}
+        - {r.thread for r in kb if all(r.start <= ms < r.end for ms in times)}
+    )
     return {
         "app_name": "support",
         "cliff": iso(CLIFF),
@@ -201,9 +270,16 @@ def _expected(
             "stuck_threads": [f"tool-exec-{n}" for n in stuck],
             "stuck_state": "RUNNABLE",
             "stuck_top_frame": "sun.nio.ch.Net.poll(java.base@21.0.5/Native Method)",
-            "stuck_tool_frame": "com.example.support.tools.OrderLookupClient.fetch"
-            "(OrderLookupClient.java:58)",
+            "stuck_tool_frame": STUCK_APP_FRAME,
             "pool_size": POOL,
+            "stuck_app_frame": STUCK_APP_FRAME,
+            "client_class": STUCK_APP_FRAME.split("(")[0].rsplit(".", 1)[0],
+            "idle_by_design": [
+                {"thread": x.name, "app_frame": x.app_frame, "reason": x.reason} for x in LISTENERS
+            ],
+            "not_stuck": [f"kb-exec-{n}" for n in slow_once],
+            "not_stuck_tool": "kb_search",
+            "jvm_zone": JVM_ZONE,
         },
         "spans_sampling": f"tail: incomplete or errored traces kept, {SAMPLE:.0%} of the rest",
     }
@@ -214,4 +290,5 @@ SPEC = Spec(
     "The 03:10 latency cliff: order lookups stall, 64 threads stuck, nothing fails",
     WINDOW,
     build,
+    zone=JVM_ZONE,
 )

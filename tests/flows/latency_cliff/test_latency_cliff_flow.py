@@ -83,6 +83,13 @@ def assert_matches_truth(findings: dict[str, Any], *, threads: bool = True) -> N
     assert (first["state"], first["top_frame"]) == (truth["stuck_state"], truth["stuck_top_frame"])
     assert first["app_frame"] == truth["stuck_tool_frame"]
     assert first["tool"] == TRUTH["open_last_call"]["tool"]
+    assert first["client"] == truth["client_class"]
+    idle = {name for row in items["latency_cliff/idle-threads"]["rows"] for name in row["threads"]}
+    assert {entry["thread"] for entry in truth["idle_by_design"]} <= idle  # the listener: apart
+    stuck = {
+        name for row in items["latency_cliff/stuck-threads"]["rows"] for name in row["threads"]
+    }
+    assert not set(truth["not_stuck"]) & (stuck | idle)  # slow in one dump only
     fix = items["latency_cliff/fix"]
     assert "OrderLookupClient" in fix["title"] and "order_lookup" in fix["title"]
     assert [row["fix"] for row in fix["rows"]] == [
