@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -152,6 +153,19 @@ def record(findings: Findings, path: str | os.PathLike[str]) -> MarkdownView:
 VERDICT_COLOURS = {"CLEAN": "#2e7d4f", "ACTION_NEEDED": "#b25e09", "INCOMPLETE_EVIDENCE": "#b3261e"}
 
 
+_STEP = re.compile(r"(?:^|\s)(\d+)\) ")
+
+
+def _steps_html(action: str) -> str:
+    """An action as HTML: numbered steps (``1) ... 2) ...``) become a list, one step a line."""
+    parts = _STEP.split(action)
+    if len(parts) < 5 or parts[1] != "1":  # fewer than two steps: plain text
+        return html.escape(action)
+    lead, steps = parts[0].strip(), parts[2::2]
+    items = "".join(f"<li>{html.escape(step.strip())}</li>" for step in steps)
+    return (html.escape(lead) + " " if lead else "") + f"<ol style='margin:0.2em 0'>{items}</ol>"
+
+
 def summary_html(findings: Findings, *, actions: int = 5) -> str:
     """The block a report opens with: verdict, app, window, as_of, counts, settings, and the
     first ``actions`` things to do, most severe first. Made from findings alone."""
@@ -188,7 +202,7 @@ def summary_html(findings: Findings, *, actions: int = 5) -> str:
     if todo:
         parts.append("<h3>What to do first</h3><ol>")
         parts += [
-            f"<li><b>{e(item.severity.value)}: {e(item.title)}</b>. {e(item.action)}</li>"
+            f"<li><b>{e(item.severity.value)}: {e(item.title)}</b>. {_steps_html(item.action)}</li>"
             for item in todo
         ]
         parts.append("</ol>")

@@ -75,11 +75,24 @@ def declared_parameters(flow: str) -> dict[str, dict[str, Any]]:
     return declared
 
 
+RUNNER_PARAMETERS = {
+    "evidence": "give the evidence with --evidence PATH",
+    "findings_path": "findings.json is written into --out DIR",
+}
+"""Notebook parameters the runner sets itself; a ``-p`` for one would be silently replaced."""
+
+
 def coerce_parameters(flow: str, raw: Mapping[str, str]) -> dict[str, Any]:
     """Turn ``-p NAME VALUE`` strings into the types the notebook's parameters declare."""
     declared = declared_parameters(flow)
     values: dict[str, Any] = {}
     for name, text in raw.items():
+        if name in RUNNER_PARAMETERS:
+            raise ParameterError(
+                f"-p {name} is set by the runner",
+                value=text,
+                fix=RUNNER_PARAMETERS[name],
+            )
         if name not in declared:
             raise ParameterError(
                 f"the {flow} notebook has no parameter",
@@ -234,6 +247,12 @@ def run_flow(
     from papermill.exceptions import PapermillExecutionError
 
     source = notebook_path(flow)
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
+        raise ParameterError(
+            "--timeout must be a positive number of seconds",
+            value=timeout,
+            fix="give the seconds one cell may take, e.g. --timeout 600",
+        )
     manifest = find_manifest(evidence).resolve()
     env = os.environ if environ is None else environ
     secrets = check_sources(manifest, env)  # bad manifest or unset variable: exit 3, no kernel

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from incidentkit.findings import Finding, Findings, Provenance
+from incidentkit.findings import Finding, Findings, Provenance, Severity
 from incidentkit.report import findings_markdown, markdown_table, plain, record, summary_html, table
 
 
@@ -105,3 +105,20 @@ def test_the_summary_block_opens_with_verdict_app_counts_and_actions() -> None:
     assert "Ask billing for send-invoice:INV-7." in block
     assert "1 live lease" not in block  # INFO items are not things to do
     assert "[apps.invoicing]" in block and "notify_agent" in block
+
+
+def test_numbered_steps_of_an_action_become_a_list_in_the_summary() -> None:
+    steps = Finding(
+        "x/fix",
+        Severity.CRITICAL,
+        "the fix",
+        "why",
+        "1) Give <Client> a read timeout. 2) Return a structured result. 3) Alert at 45 s.",
+    )
+    one = Finding("x/one", Severity.WARNING, "one", "why", "See 2) below, then act.")
+    block = summary_html(Findings("x", "ACTION_NEEDED", {}, (steps, one)))
+    assert (
+        "<ol style='margin:0.2em 0'><li>Give &lt;Client&gt; a read timeout.</li>"
+        "<li>Return a structured result.</li><li>Alert at 45 s.</li></ol>"
+    ) in block
+    assert "See 2) below, then act." in block  # one number is no list of steps

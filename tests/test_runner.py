@@ -365,3 +365,14 @@ def test_a_run_refused_before_the_notebook_replaces_an_earlier_findings_json(
     findings = Findings.read(stale)
     assert findings.verdict.value == "INCOMPLETE_EVIDENCE"
     assert "app_nam" in findings.items[0].detail
+
+
+def test_parameters_the_runner_sets_and_a_bad_timeout_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ParameterError, match="-p evidence is set by the runner"):
+        coerce_parameters("orphans", {"evidence": "elsewhere"})
+    with pytest.raises(ParameterError, match="-p findings_path is set by the runner"):
+        coerce_parameters("orphans", {"findings_path": "x.json"})
+    for timeout in (0, -3):
+        with pytest.raises(ParameterError, match="--timeout must be a positive number"):
+            run_flow("orphans", CRASH, tmp_path / "out", timeout=timeout, progress=False)
+    assert not (tmp_path / "out").exists()  # refused before anything was written
