@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -151,6 +151,12 @@ class Evidence:
         """Rows every source could not read (loads all sources)."""
         self.load_all()
         return concat_rejects(loaded.rejects for loaded in self._loaded.values())
+
+    def rejects_of(self, sections: Iterable[str]) -> pd.DataFrame:
+        """Rows the ``sections`` named could not read (loads only those sources): a source a
+        flow does not read cannot stop it."""
+        loaded = [self.source(section) for section in sections]
+        return concat_rejects(part.rejects for part in loaded if part is not None)
 
     @property
     def warnings(self) -> pd.DataFrame:

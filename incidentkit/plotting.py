@@ -70,7 +70,8 @@ def utc_of(x: float) -> pd.Timestamp:
 
 def clock_text(x: float, *, fine: bool) -> str:
     """A date number as ``HH:MM:SS`` on the UTC clock (``.mmm`` added when ``fine``)."""
-    text = str(utc_of(x).strftime("%H:%M:%S.%f"))
+    stamp = utc_of(x).round("1ms" if fine else "1s")  # a tick at 03:09:00 is not 03:08:59
+    text = str(stamp.strftime("%H:%M:%S.%f"))
     return text[:-3] if fine else text[:-7]
 
 

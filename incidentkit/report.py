@@ -67,7 +67,7 @@ def table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> Any:
                     "props": [
                         ("text-align", "left"),
                         ("white-space", "normal"),
-                        ("overflow-wrap", "anywhere"),  # a stack frame has no space to break at
+                        ("overflow-wrap", "break-word"),  # a long stack frame breaks, words not
                         ("vertical-align", "top"),
                     ],
                 },

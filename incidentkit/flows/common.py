@@ -71,8 +71,9 @@ def log_context(evidence: Evidence, runs: pd.DataFrame, as_of: pd.Timestamp) -> 
 
 def flow_rejects(evidence: Evidence, sections: Iterable[str]) -> pd.DataFrame:
     """Rejected rows of the sources a flow reads (other sources do not weaken its verdict)."""
-    rejects = evidence.rejects
-    return rejects[rejects["source"].isin(list(sections))].reset_index(drop=True)
+    wanted = list(sections)
+    rejects = evidence.rejects_of(wanted)
+    return rejects[rejects["source"].isin(wanted)].reset_index(drop=True)
 
 
 _EMPTY: tuple[Any, ...] = (None, "", 0, (), [], {})
@@ -126,8 +127,9 @@ def resolve_app(evidence: Evidence, given: str) -> tuple[str, str]:
     raise ParameterError(
         "app_name is empty and the evidence does not say which app to sweep",
         value=given,
-        fix=f"{where} holds {', '.join(held) or 'no run'}; give -p app_name NAME, or "
-        "app_name = ... at the top of the manifest",
+        fix=f"{where} holds {', '.join(held) or 'no run'}; give -p app_name NAME (in a "
+        "notebook: app_name in its parameters cell), or app_name = ... at the top of the "
+        "manifest",
     )
 
 

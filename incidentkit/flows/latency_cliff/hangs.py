@@ -69,7 +69,7 @@ def open_invocations(
     """
     age = (as_of - latency["started_at"]).dt.total_seconds()
     past = latency["open"] & age.gt(older_than_s)
-    hung = latency.loc[past].assign(open_for_s=age[past])
+    hung = latency.loc[past].assign(open_for_s=age[past].round(1))
     if hung.empty:
         return as_columns(pd.DataFrame(columns=list(OPEN_COLUMNS)), OPEN_COLUMNS)
     ids = hung["invocation_id"].dropna()

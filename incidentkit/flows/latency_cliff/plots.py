@@ -112,6 +112,7 @@ def plot_open_by_last_event(report: LatencyReport, *, ax: Axes | None = None) ->
     ax.set_yticks(y, labels)
     ax.invert_yaxis()
     ax.set_xlim(0, counts.max() * 1.2)
+    _whole_counts(ax)
     ax.set_xlabel("open invocations")
     ax.set_title(
         f"{int(counts.sum())} invocation(s) open past {report.client_timeout_s:g} s, by last event"
@@ -153,9 +154,17 @@ def plot_stuck_threads(report: LatencyReport, *, ax: Axes | None = None) -> Axes
     ax.set_yticks(y, labels, fontsize="small")
     ax.invert_yaxis()
     ax.set_xlim(0, counts.max() * 1.6)
+    _whole_counts(ax)
     ax.set_xlabel(f"threads unmoved across {report.dumps} dumps")
     ax.set_title(
         "stuck threads by stack\nred: tied to the open calls · amber: other · grey: idle by design",
         fontsize="medium",
     )
     return ax
+
+
+def _whole_counts(ax: Axes) -> None:
+    """Ticks at whole counts only: no 0.5 thread or invocation."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))

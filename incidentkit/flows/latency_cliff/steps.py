@@ -114,7 +114,7 @@ def findings(report: LatencyReport, evidence: Evidence, settings: Settings) -> F
     return latency_findings(
         report,
         title=evidence.title,
-        window=None if window is None else (window.start, window.end),
+        window=None if window is None else (window.start, min(window.end, settings["as_of"])),
         rejects=flow_rejects(evidence, SECTIONS),
         parameters=parameters,
     )
@@ -131,7 +131,7 @@ SHOWN: Mapping[str, tuple[str, ...]] = {
         *("last_event_kind", "tool", "call_id"),
     ),
     "by_last_event": ("last_event_kind", "tool", "count", "invocation_ids"),
-    "stalls": ("count", "pool", "state", "tool", "client", "app_frame", "top_frame"),
+    "stalls": ("count", "pool", "state", "tool", "client", "app_frame", "top_frame", "threads"),
     "idle_threads": ("count", "pool", "state", "idle_reason", "app_frame", "top_frame"),
     "fix": ("step", "fix", "change"),
     "disagreements": ("invocation_id", "source", "other_source", "ms", "other_ms", "detail"),

@@ -150,6 +150,22 @@ def latency_by_source(frames: Frames) -> dict[str, pd.DataFrame]:
     }
 
 
+def as_at(latency: pd.DataFrame, as_of: pd.Timestamp) -> pd.DataFrame:
+    """``latency`` as it stood at ``as_of``: runs started later are left out, and a run that
+    ended later was still open (a ledger row or a span written after ``as_of`` says nothing
+    about the moment judged)."""
+    seen = latency.loc[latency["started_at"].le(as_of)]
+    later = seen["ended_at"].gt(as_of)
+    if not later.any():
+        return seen.reset_index(drop=True)
+    return seen.assign(
+        ended_at=seen["ended_at"].mask(later),
+        ms=seen["ms"].mask(later),
+        open=seen["open"] | later,
+        error=seen["error"] & ~later,
+    ).reset_index(drop=True)
+
+
 SAMPLED = 0.9
 """Spans covering fewer than this share of the invocations another source holds are sampled:
 a complete ledger or event log times the runs better."""
@@ -226,7 +242,7 @@ def triage_latency(
     bucket: pd.Timedelta = ONE_MINUTE,
 ) -> LatencyReport:
     """The whole flow on one app's frames (see the module docstring of each step)."""
-    by_source = latency_by_source(frames)
+    by_source = {name: as_at(frame, as_of) for name, frame in latency_by_source(frames).items()}
     notes: list[str] = []
     source = _best_source(by_source, notes)
     nothing = empty_latency()

@@ -183,6 +183,25 @@ def _item(findings: dict[str, Any], name: str) -> dict[str, Any]:
     return next(i for i in findings["items"] if i["id"] == f"latency_cliff/{name}")
 
 
+def test_an_earlier_as_of_sees_the_incident_as_it_stood_then() -> None:
+    """At 03:12 the hung runs were younger than the timeout, and runs the ledger or the spans
+    show ended later were still open then: no disagreement is made up."""
+    findings = _steps(CLIFF, app_name="support", as_of="2026-11-29T03:12:00Z")
+    assert findings["summary"]["open_invocations"] == 0
+    assert findings["summary"]["source_disagreements"] == 0
+    assert findings["evidence"]["window"][1] == "2026-11-29T03:12:00Z"
+    assert _item(findings, "cliff")["rows"][0]["at"] == "2026-11-29T03:10:00Z"
+
+
+def test_a_source_the_flow_does_not_read_cannot_stop_it(tmp_path: Path) -> None:
+    pack = tmp_path / "pack"
+    shutil.copytree(CLIFF, pack)
+    (pack / "journal.jsonl").write_text("", encoding="utf-8")  # an empty file is refused
+    findings = _steps(pack, app_name="support")
+    assert findings["verdict"] == "ACTION_NEEDED"
+    assert findings["summary"]["rejects"] == 0
+
+
 def run_and_read(evidence: Path, out: Path, **parameters: Any) -> tuple[int, dict[str, Any], str]:
     result = run_flow("latency_cliff", evidence, out, parameters=parameters, progress=False)
     assert result.html is not None and result.html.is_file()
