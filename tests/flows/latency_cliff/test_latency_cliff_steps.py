@@ -596,7 +596,7 @@ def test_any_diagnostics_log_triages_without_error(
     for kind, inv, seconds, _ in lines:
         if kind == "run.start":
             first[inv] = min(seconds, first.get(inv, seconds))
-    starts = {inv for inv, seconds in first.items() if seconds <= as_of_s}
+    starts = {inv for inv, seconds in first.items() if at(seconds) <= at(as_of_s)}
     assert set(report.series["invocation_id"]) == starts
     assert set(report.open["invocation_id"]) <= set(
         report.series.loc[report.series["open"], "invocation_id"]
