@@ -1,0 +1,168 @@
+"""Invocations that hit ``RunConfig.maxLlmCalls``, the limit itself, and a limit set from data.
+
+Above the limit ADK throws: ``LlmCallsLimitExceededException`` (Java) or
+``LlmCallsLimitExceededError`` (Python), with the message "Max number of llm calls limit of N
+exceeded" (Python quotes N in backticks). ADK Python stores an error event carrying it; ADK Java
+stores none, so the plugin's ``run.error``/``run.end outcome=error`` lines, an error status on
+the invocation's spans, and a model-call count equal to the limit are the evidence there.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from incidentkit.flows._frames import as_columns
+from incidentkit.frames import STR
+
+_LIMIT = re.compile(r"limit of\s+`?(\d+)`?\s+exceeded", re.I)
+_EXCEPTION = re.compile(
+    r"LlmCallsLimitExceeded(?:Exception|Error)|limit of\s+`?\d+`?\s+exceeded", re.I
+)
+DEFAULT_LIMIT = 500
+"""ADK's builder default: a backstop, not a budget."""
+
+
+def limit_in(text: object) -> int | None:
+    """The limit a limit error's message names (``limit of 90 exceeded``,
+    ``limit of `8` exceeded``), or None."""
+    if not isinstance(text, str):
+        return None
+    found = _LIMIT.search(text)
+    return int(found.group(1)) if found else None
+
+
+def limit_texts(text: pd.Series) -> pd.Series:
+    """Per text: the limit it names (nullable integer), NA when it names none."""
+    found = text.astype("string").str.extract(_LIMIT, expand=False)
+    limits: pd.Series = pd.to_numeric(found, errors="coerce").astype("Int64")
+    return limits
+
+
+def names_limit_error(text: pd.Series) -> pd.Series:
+    """Which texts are a limit error: the exception's name or its message."""
+    as_text = text.astype("string").fillna("")
+    flagged: pd.Series = as_text.str.contains(_EXCEPTION)
+    return flagged
+
+
+HIT_COLUMNS: Mapping[str, str] = {
+    "invocation_id": STR,
+    "model_calls": "Int64",
+    "limit": "Int64",
+    "evidence": STR,
+}
+
+
+def hits(
+    model_calls: pd.DataFrame,
+    *,
+    events: pd.DataFrame,
+    diagnostics: pd.DataFrame,
+    spans: pd.DataFrame,
+    configured: int | None,
+) -> pd.DataFrame:
+    """Invocations that hit the limit, each with its evidence, in words joined by ``; ``.
+
+    ``model_calls`` holds the counts (:mod:`.counts`, best source). ``limit`` is the one the
+    error names, else ``configured``.
+    """
+    found: list[pd.DataFrame] = []
+    stored = events.loc[
+        names_limit_error(events["error_code"]) | names_limit_error(events["error_message"])
+    ]
+    found.append(
+        pd.DataFrame(
+            {
+                "invocation_id": stored["invocation_id"],
+                "limit": limit_texts(stored["error_message"]),
+                "evidence": "error event " + stored["error_code"].fillna("(no code)"),
+            }
+        )
+    )
+    lines = diagnostics.loc[
+        diagnostics["kind"].isin(["run.error", "run.end", "model.error"])
+        & names_limit_error(diagnostics["message"])
+    ]
+    found.append(
+        pd.DataFrame(
+            {
+                "invocation_id": lines["invocation_id"],
+                "limit": limit_texts(lines["message"]),
+                "evidence": "diagnostics " + lines["kind"] + " at " + lines["location"].fillna("?"),
+            }
+        )
+    )
+    failed = spans.loc[spans["status"].eq("ERROR") & names_limit_error(spans["status_message"])]
+    found.append(
+        pd.DataFrame(
+            {
+                "invocation_id": failed["invocation_id"],
+                "limit": limit_texts(failed["status_message"]),
+                "evidence": "span " + failed["name"].fillna("?") + " status ERROR",
+            }
+        )
+    )
+    if configured is not None:
+        at_limit = model_calls.loc[model_calls["model_calls"].ge(configured)]
+        found.append(
+            pd.DataFrame(
+                {
+                    "invocation_id": at_limit["invocation_id"],
+                    "limit": pd.array([configured] * len(at_limit), dtype="Int64"),
+                    "evidence": "model calls "
+                    + at_limit["model_calls"].astype(str)
+                    + f" reach the configured limit {configured}",
+                }
+            )
+        )
+    parts = [part for part in found if len(part)]
+    if not parts:
+        return as_columns(pd.DataFrame(columns=list(HIT_COLUMNS)), HIT_COLUMNS)
+    every = pd.concat(parts, ignore_index=True).dropna(subset=["invocation_id"])
+    if every.empty:
+        return as_columns(pd.DataFrame(columns=list(HIT_COLUMNS)), HIT_COLUMNS)
+    grouped = every.groupby("invocation_id", sort=True)
+    out = pd.DataFrame(
+        {
+            "limit": grouped["limit"].max(),
+            "evidence": grouped["evidence"].agg(lambda texts: "; ".join(dict.fromkeys(texts))),
+        }
+    ).reset_index()
+    if configured is not None:
+        out["limit"] = out["limit"].fillna(configured)
+    calls = model_calls.drop_duplicates("invocation_id").set_index("invocation_id")["model_calls"]
+    out["model_calls"] = out["invocation_id"].map(calls).astype("Int64")
+    return as_columns(out, HIT_COLUMNS)
+
+
+def configured_limit(profile_value: object, hit_rows: pd.DataFrame) -> tuple[int, str]:
+    """The configured ``maxLlmCalls`` and where it came from: the app profile's
+    ``max_llm_calls``, else the limit a limit error names, else ADK's default 500."""
+    if isinstance(profile_value, int) and not isinstance(profile_value, bool) and profile_value > 0:
+        return profile_value, "[apps.<app>] max_llm_calls"
+    named = hit_rows["limit"].dropna()
+    if len(named):
+        return int(named.max()), "the limit error's message"
+    return DEFAULT_LIMIT, "ADK's default"
+
+
+def nice_ceiling(value: float) -> int:
+    """``value`` rounded up to a number people set: a multiple of 5 up to 100, of 10 up to
+    1,000, of 100 beyond (27 → 30, 43 → 45, 131 → 140, 1,234 → 1,300)."""
+    step = 5 if value <= 100 else 10 if value <= 1000 else 100
+    return max(step, math.ceil(value / step) * step)
+
+
+def recommend(healthy_calls: pd.Series) -> tuple[float, int | None]:
+    """The healthy p99 of model calls per invocation and the recommended ``maxLlmCalls``,
+    about three times it, rounded up (seed 003: p99 9 → 30); None without healthy runs."""
+    values = healthy_calls.dropna().to_numpy(dtype=float)
+    if not len(values):
+        return math.nan, None
+    p99 = float(np.quantile(values, 0.99))
+    return p99, nice_ceiling(3 * p99)
