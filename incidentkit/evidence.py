@@ -149,8 +149,7 @@ class Evidence:
     @property
     def rejects(self) -> pd.DataFrame:
         """Rows every source could not read (loads all sources)."""
-        self.load_all()
-        return concat_rejects(loaded.rejects for loaded in self._loaded.values())
+        return self.rejects_of(self.manifest.sources)
 
     def rejects_of(self, sections: Iterable[str]) -> pd.DataFrame:
         """Rows the ``sections`` named could not read (loads only those sources): a source a

@@ -71,9 +71,7 @@ def log_context(evidence: Evidence, runs: pd.DataFrame, as_of: pd.Timestamp) -> 
 
 def flow_rejects(evidence: Evidence, sections: Iterable[str]) -> pd.DataFrame:
     """Rejected rows of the sources a flow reads (other sources do not weaken its verdict)."""
-    wanted = list(sections)
-    rejects = evidence.rejects_of(wanted)
-    return rejects[rejects["source"].isin(wanted)].reset_index(drop=True)
+    return evidence.rejects_of(sections).reset_index(drop=True)
 
 
 _EMPTY: tuple[Any, ...] = (None, "", 0, (), [], {})

@@ -178,13 +178,12 @@ def _fix(report: LatencyReport) -> Finding | None:
     fix = report.fix
     if fix.empty:
         return None
-    tied = report.stalls.loc[report.stalls["tool"].notna()]
-    client = tied["client"].iloc[0] if len(tied) else None
-    via = f" and its client {client}" if isinstance(client, str) else ""
+    first = fix.iloc[0]
+    via = f" and its client {first['client']}" if pd.notna(first["client"]) else ""
     return Finding(
         f"{FLOW}/fix",
         Severity.CRITICAL,
-        f"the fix: {len(fix)} changes to {fix.attrs['tool']}{via}, in this order",
+        f"the fix: {len(fix)} changes to {first['tool']}{via}, in this order",
         "A tool that makes a blocking call with no read timeout to a slowed dependency holds "
         "its thread; in a bounded pool every other invocation queues behind it.",
         fix_text(fix),

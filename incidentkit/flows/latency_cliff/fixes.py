@@ -15,7 +15,15 @@ import pandas as pd
 from incidentkit.flows._frames import as_columns
 from incidentkit.frames import INT, STR
 
-FIX_COLUMNS: Mapping[str, str] = {"step": INT, "fix": STR, "change": STR}
+FIX_COLUMNS: Mapping[str, str] = {
+    "step": INT,
+    "fix": STR,
+    "change": STR,
+    "tool": STR,
+    "client": STR,
+}
+"""One row per change, in order; every row names the tool and the client (missing without
+thread dumps) the changes are for."""
 READ_TIMEOUT_S = 5
 ALERT_SHARE = 0.75
 
@@ -32,8 +40,7 @@ def fixes(
     pool: str | None,
     client_timeout_s: float,
 ) -> pd.DataFrame:
-    """The four changes, in order, naming ``tool`` and the ``client`` class it blocks in
-    (``attrs["tool"]`` keeps the tool's name)."""
+    """The four changes, in order, naming ``tool`` and the ``client`` class it blocks in."""
     on = f"{client} (used by {tool})" if client else f"every HTTP and database client {tool} uses"
     held = f"a {pool} thread" if pool else "a thread"
     rows = [
@@ -61,12 +68,10 @@ def fixes(
         ),
     ]
     frame = pd.DataFrame(
-        [(i, fix, change) for i, (fix, change) in enumerate(rows, start=1)],
+        [(i, fix, change, tool, client) for i, (fix, change) in enumerate(rows, start=1)],
         columns=list(FIX_COLUMNS),
     )
-    out = as_columns(frame, FIX_COLUMNS)
-    out.attrs["tool"] = tool
-    return out
+    return as_columns(frame, FIX_COLUMNS)
 
 
 def fix_text(fix: pd.DataFrame) -> str:

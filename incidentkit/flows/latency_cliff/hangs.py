@@ -83,8 +83,7 @@ def open_invocations(
     pending = pending.sort_values(["session_id", "seq"], kind="stable").drop_duplicates(
         "invocation_id", keep="last"
     )
-    found = hung.drop(columns=["tool", "call_id", "last_event_at"], errors="ignore")
-    found = found.reset_index(drop=True).merge(
+    found = hung.reset_index(drop=True).merge(
         pending[["invocation_id", "name", "call_id"]].rename(columns={"name": "tool"}),
         on="invocation_id",
         how="left",

@@ -133,7 +133,7 @@ SHOWN: Mapping[str, tuple[str, ...]] = {
     "by_last_event": ("last_event_kind", "tool", "count", "invocation_ids"),
     "stalls": ("count", "pool", "state", "tool", "client", "app_frame", "top_frame", "threads"),
     "idle_threads": ("count", "pool", "state", "idle_reason", "app_frame", "top_frame"),
-    "fix": ("step", "fix", "change"),
+    "fix": ("step", "fix", "change"),  # tool and client are named in every change
     "disagreements": ("invocation_id", "source", "other_source", "ms", "other_ms", "detail"),
 }
 """The columns each view shows in the report; findings.json keeps every column."""

@@ -80,7 +80,6 @@ class LatencyReport:
     open_source: str | None
     """The source open invocations come from (spans show none)."""
     sources: tuple[str, ...]
-    latency: pd.DataFrame
     series: pd.DataFrame
     """Every invocation in start order, open ones at their age (``ms`` censored)."""
     buckets: pd.DataFrame
@@ -299,7 +298,6 @@ def triage_latency(
         source=source,
         open_source=open_source,
         sources=tuple(by_source),
-        latency=best,
         series=series,
         buckets=per_bucket(series.assign(ms=series["ms"].where(~series["open"])), bucket),
         cliff=cliff,

@@ -19,25 +19,18 @@ import pandas as pd
 from incidentkit.flows._frames import as_columns
 from incidentkit.frames import STR
 
-_LIMIT = re.compile(r"limit of\s+`?(\d+)`?\s+exceeded", re.I)
-_EXCEPTION = re.compile(
-    r"LlmCallsLimitExceeded(?:Exception|Error)|limit of\s+`?\d+`?\s+exceeded", re.I
+_MESSAGE = r"limit of\s+`?(\d+)`?\s+exceeded"
+_LIMIT = re.compile(_MESSAGE, re.I)
+_ERROR = re.compile(  # the exception's name or its message (no group: a flag only)
+    "LlmCallsLimitExceeded(?:Exception|Error)|" + _MESSAGE.replace(r"(\d+)", r"\d+"), re.I
 )
 DEFAULT_LIMIT = 500
 """ADK's builder default: a backstop, not a budget."""
 
 
-def limit_in(text: object) -> int | None:
-    """The limit a limit error's message names (``limit of 90 exceeded``,
-    ``limit of `8` exceeded``), or None."""
-    if not isinstance(text, str):
-        return None
-    found = _LIMIT.search(text)
-    return int(found.group(1)) if found else None
-
-
 def limit_texts(text: pd.Series) -> pd.Series:
-    """Per text: the limit it names (nullable integer), NA when it names none."""
+    """Per text, the limit a limit error's message names (``limit of 90 exceeded``,
+    ``limit of `8` exceeded``) as a nullable integer; NA when it names none."""
     found = text.astype("string").str.extract(_LIMIT, expand=False)
     limits: pd.Series = pd.to_numeric(found, errors="coerce").astype("Int64")
     return limits
@@ -46,7 +39,7 @@ def limit_texts(text: pd.Series) -> pd.Series:
 def names_limit_error(text: pd.Series) -> pd.Series:
     """Which texts are a limit error: the exception's name or its message."""
     as_text = text.astype("string").fillna("")
-    flagged: pd.Series = as_text.str.contains(_EXCEPTION)
+    flagged: pd.Series = as_text.str.contains(_ERROR)
     return flagged
 
 

@@ -527,10 +527,6 @@ def test_pools_and_clients_are_read_off_names_and_frames() -> None:
     assert client_of(library) == "jdk.internal.net.http.HttpClientImpl"
 
 
-def _frames_for(diagnostics: pd.DataFrame | None, **kwargs: Any) -> Frames:
-    return Frames(diagnostics=diagnostics, **kwargs)
-
-
 def test_the_triage_finds_the_cliff_the_hangs_and_the_fix_from_diagnostics_alone() -> None:
     rng = np.random.default_rng(1)
     lines: list[tuple[str, str, float, dict[str, Any]]] = []
@@ -548,7 +544,7 @@ def test_the_triage_finds_the_cliff_the_hangs_and_the_fix_from_diagnostics_alone
             lines.append(
                 ("run.end", f"e-{i}", start + ms / 1000, {"ms": round(ms), "outcome": "ok"})
             )
-    report = triage_latency(_frames_for(diag(*lines)), as_of=at(900), client_timeout_s=60)
+    report = triage_latency(Frames(diagnostics=diag(*lines)), as_of=at(900), client_timeout_s=60)
     assert report.source == "diagnostics"
     cliff = report.cliff.iloc[0]
     assert cliff["at"] == at(360)  # the 06:00 bucket holds the first slow start (06:40)

@@ -14,7 +14,7 @@ from incidentkit.flows.runaway import counts
 from incidentkit.flows.runaway.limits import (
     configured_limit,
     hits,
-    limit_in,
+    limit_texts,
     nice_ceiling,
     recommend,
 )
@@ -34,7 +34,8 @@ RUNAWAY = Path(__file__).resolve().parents[3] / "fixtures" / "runaway"
     ],
 )
 def test_the_limit_is_read_from_the_error_message(text: str | None, limit: int | None) -> None:
-    assert limit_in(text) == limit
+    [got] = limit_texts(pd.Series([text], dtype=object)).tolist()
+    assert (None if pd.isna(got) else got) == limit
 
 
 @pytest.mark.parametrize(
@@ -94,7 +95,7 @@ def test_a_java_limit_hit_is_found_from_the_plugin_log_and_the_spans() -> None:
     assert (row["invocation_id"], row["model_calls"], row["limit"]) == (
         expected["invocation_id"],
         expected["llm_calls"],
-        limit_in(expected["error"]),
+        limit_texts(pd.Series([expected["error"]])).iloc[0],
     )
     assert "diagnostics run.error" in row["evidence"] and "status ERROR" in row["evidence"]
     healthy = model_calls.loc[
