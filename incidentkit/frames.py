@@ -2,8 +2,9 @@
 
 Every loader returns frames with exactly these columns, in this order and with these dtypes,
 whatever the source format. Timestamps are ``datetime64[ns, UTC]``; text is pandas' ``str``
-dtype (missing = NaN); flags are plain ``bool`` (absent = False); structured payloads (JSON
-objects, lists) are Python objects in ``object`` columns. Every column is present even when a
+dtype (missing = NaN); flags are plain ``bool`` (absent = False); counts a source may lack
+are nullable ``Int64`` (missing = NA); structured payloads (JSON objects, lists) are Python
+objects in ``object`` columns. Every column is present even when a
 frame is empty. ``docs/frames.md`` describes each column for users.
 """
 
@@ -123,6 +124,9 @@ EVENTS = _spec(
     escalate=BOOL,
     long_running_tool_ids=OBJ,
     final_response=BOOL,
+    prompt_tokens=NINT,
+    output_tokens=NINT,
+    total_tokens=NINT,
     text=STR,
     source_format=STR,
 )
@@ -198,6 +202,8 @@ SPANS = _spec(
     agent_name=STR,
     tool_name=STR,
     tool_call_id=STR,
+    input_tokens=NINT,
+    output_tokens=NINT,
     attributes=OBJ,
 )
 DIAGNOSTICS = _spec(

@@ -237,7 +237,9 @@ def test_a_failing_cell_s_message_reaches_the_terminal(
     argv = ["run", "orphans", "--evidence", str(CRASH), "--out", str(tmp_path), "--quiet"]
     assert main([*argv, "-p", "app_name", "billing"]) == 3
     err = capsys.readouterr().err
-    assert "incidentkit: ParameterError: 0 of " in err and "ledger holds: invoicing" in err
+    rows = (CRASH / "ledger.csv").read_text(encoding="utf-8").splitlines()[1:]
+    apps = ", ".join(sorted({row.split(",")[1] for row in rows}))  # app_name: second column
+    assert "incidentkit: ParameterError: 0 of " in err and f"ledger holds: {apps}" in err
     assert "see the failing cell" not in err
     assert "without encryption" not in err  # the kernel talks over IPC, not TCP
     findings = json.loads((tmp_path / "findings.json").read_text())

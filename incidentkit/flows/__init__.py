@@ -42,5 +42,13 @@ FLOWS: Mapping[str, Flow] = {
         sections=("diagnostics", "spans", "ledger", "events", "threads"),
         profile_keys=("client_timeout_s",),
     ),
+    "runaway": Flow(
+        name="runaway",
+        notebook="runaway.ipynb",
+        summary="count model calls per invocation, find the invocations that hit maxLlmCalls "
+        "and the loops that burned them, and set the limit from data",
+        sections=("diagnostics", "spans", "ledger", "events"),
+        profile_keys=("max_llm_calls", "loop_exit_keys"),
+    ),
 }
 """Every flow, by name."""

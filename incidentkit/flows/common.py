@@ -11,16 +11,25 @@ import pandas as pd
 
 from incidentkit.errors import ParameterError
 from incidentkit.evidence import Evidence
+from incidentkit.frames import empty
 from incidentkit.manifest import Window
 from incidentkit.times import utc_timestamp
 
 
 def begin(
-    flow: str, evidence: Evidence | str | os.PathLike[str], *, app_name: str, as_of: Any
+    flow: str,
+    evidence: Evidence | str | os.PathLike[str],
+    *,
+    app_name: str,
+    as_of: Any,
+    now_without_window: bool = False,
 ) -> tuple[Evidence, str, dict[str, Any], dict[str, str]]:
     """What every flow's setup starts with: the incident opened and narrowed to its app, and
     ``as_of`` resolved. Returns the evidence, the app, the values so far (``as_of``) and where
-    each came from (``app_name``, ``as_of``)."""
+    each came from (``app_name``, ``as_of``).
+
+    ``now_without_window``: with no ``as_of`` and no window, judge at the current time (a flow
+    that judges nothing by age, such as the runaway flow, reads everything stored so far)."""
     if isinstance(evidence, str) and not evidence.strip():
         raise ParameterError(
             "evidence is empty",
@@ -33,8 +42,13 @@ def begin(
     incident = evidence if isinstance(evidence, Evidence) else open_evidence(evidence)
     app, app_from = resolve_app(incident, app_name)
     incident = for_app(incident, app)
-    at = resolve_as_of(as_of, incident)
-    sources = {"app_name": app_from, "as_of": "parameter" if as_of else "the window's end"}
+    blank = as_of is None or (isinstance(as_of, str) and not as_of.strip())
+    if blank and now_without_window and incident.filters.window is None:
+        at, at_from = pd.Timestamp.now(tz="UTC"), "now (the manifest has no window)"
+    else:
+        at = resolve_as_of(as_of, incident)
+        at_from = "the window's end" if blank else "parameter"
+    sources = {"app_name": app_from, "as_of": at_from}
     return incident, app, {"as_of": at}, sources
 
 
@@ -51,6 +65,21 @@ def resolve_as_of(as_of: Any, evidence: Evidence) -> pd.Timestamp:
             )
         return window.end
     return utc_timestamp(as_of, what="as_of")
+
+
+def up_to(evidence: Evidence, as_of: pd.Timestamp) -> Evidence:
+    """``evidence`` with its window ending at ``as_of`` (a later window end is cut): nothing
+    after the moment judged is seen."""
+    window = evidence.filters.window
+    end = as_of + pd.Timedelta(microseconds=1)
+    if window is None or window.end <= end or window.start >= end:
+        return evidence
+    return evidence.narrowed(replace(evidence.filters, window=Window(window.start, end)))
+
+
+def frame_of(evidence: Evidence, section: str, name: str) -> pd.DataFrame:
+    """The ``name`` frame when ``section`` is in the manifest, else an empty one."""
+    return evidence.frame(name) if evidence.has(section) else empty(name)
 
 
 def log_context(evidence: Evidence, runs: pd.DataFrame, as_of: pd.Timestamp) -> Evidence:
@@ -207,3 +236,11 @@ def setting(
         fix=f"add {name} to [apps.{app}] in the manifest ({PROFILE_KEYS[name]}), or give "
         f"-p {name} ...",
     )
+
+
+def notes_view(notes: Iterable[str]) -> Any:
+    """What a flow cannot tell from the sources present, as a Markdown list for the notebook
+    ("Every source is present." when nothing is missing)."""
+    from incidentkit.report import MarkdownView
+
+    return MarkdownView("\n".join(f"- {note}" for note in notes) or "Every source is present.")

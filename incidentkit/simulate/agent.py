@@ -27,6 +27,10 @@ class Call:
     event: Event
 
 
+HISTORY_OVERHEAD = 40
+"""Tokens a turn adds to the history beyond the model's output (roles, tool answers)."""
+
+
 @dataclass
 class Agent:
     """One agent's turn inside an invocation (one ``invoke_agent`` span)."""
@@ -50,7 +54,12 @@ class Agent:
         span.model = MODEL
         inv.now += inv.world.llm_ms() if ms is None else ms
         span.end = inv.now
-        span.tokens = (inv.world.between(300, 4000), inv.world.between(10, 400))
+        # Every call re-sends the invocation's history: the prompt grows by each answer.
+        if not inv.history_tokens:
+            inv.history_tokens = inv.world.between(300, 1500)  # instructions and the message
+        output = inv.world.between(10, 400)
+        span.tokens = (inv.history_tokens, output)
+        inv.history_tokens += output + HISTORY_OVERHEAD
         return span
 
     def _model_event(self, span: Span, parts: list[Part], **extra: Any) -> Event:
@@ -187,8 +196,10 @@ class Agent:
         return self.inv.agent(to, parent=self)
 
     def sub(self, name: str) -> Agent:
-        """A sub-agent run by this workflow agent (Sequential/Loop), with its branch."""
-        return self.inv.agent(name, parent=self, branch=f"{self.branch or self.name}.{name}")
+        """A sub-agent run by this workflow agent (Sequential/Loop). It keeps the parent's
+        branch: ADK extends a branch only under a ParallelAgent (Java ``BaseAgent``
+        ``createInvocationContext``, Python ``ParallelAgent``), so a loop's events carry none."""
+        return self.inv.agent(name, parent=self, branch=self.branch)
 
     def end(self) -> None:
         self.inv.now += 1

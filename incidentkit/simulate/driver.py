@@ -139,7 +139,12 @@ def write_pack(
         target.write_text(render(dump, world.rng, zone=spec.zone), encoding="utf-8", newline="\n")
         counts.threads += dump.rows
     java = events_format == "adk-java"
-    files = _files(java=java, into=into is not None, dumps=[d.file for d in plan.dumps])
+    journal = into is not None or counts.journal > 0
+    if not journal:  # a tool journal nobody wrote to: no file (an empty export reads as lost)
+        (folder / "journal.jsonl").unlink(missing_ok=True)
+    files = _files(
+        java=java, into=into is not None, journal=journal, dumps=[d.file for d in plan.dumps]
+    )
     title = f"{spec.title} (simulated, seed {seed}, scale {scale})"
     doc = truth.document(
         scenario=spec.name,
@@ -163,6 +168,7 @@ def write_pack(
             naive_sql=into is not None and make_url(into).get_backend_name() != "postgresql",
             dumps=plan.dumps,
             zone=spec.zone,
+            journal=journal,
         ),
         encoding="utf-8",
         newline="\n",
@@ -193,10 +199,11 @@ def _prepare(out: Path) -> Path:
     return out
 
 
-def _files(*, java: bool, into: bool, dumps: list[str]) -> list[str]:
+def _files(*, java: bool, into: bool, journal: bool, dumps: list[str]) -> list[str]:
     files = ["evidence.toml", "truth.json", "spans.otlp.jsonl", "diagnostics.log", *dumps]
     if not into:
-        files += ["ledger.csv", "journal.jsonl", "events.jsonl" if java else SQLITE_EVENTS]
+        files += ["ledger.csv", "events.jsonl" if java else SQLITE_EVENTS]
+        files += ["journal.jsonl"] if journal else []
     return sorted(files)
 
 
@@ -213,8 +220,10 @@ def manifest_text(
     naive_sql: bool = False,
     dumps: Sequence[Dump] = (),
     zone: str = "UTC",
+    journal: bool = True,
 ) -> str:
-    """The pack's ``evidence.toml``: relative paths; a database only as ``env:``.
+    """The pack's ``evidence.toml``: relative paths; a database only as ``env:``; no
+    ``[journal]`` when ``journal`` is false (no tool wrote to it).
 
     ``naive_sql`` says the database stores the kit's timestamps without an offset (SQLite,
     MySQL): they are UTC, which the manifest states with ``naive_timestamps = "utc"``. ``zone``
@@ -224,7 +233,7 @@ def manifest_text(
     database = [f'url = "env:{URL_ENV}"'] + (['naive_timestamps = "utc"'] if naive_sql else [])
     if into:
         ledger = [*database, 'table = "agent_run"']
-        journal = [*database, 'table = "tool_journal"']
+        journal_lines = [*database, 'table = "tool_journal"']
         events = (
             [*database, 'table = "adk_event"', 'format = "sql"']
             if java
@@ -232,7 +241,7 @@ def manifest_text(
         )
     else:
         ledger = ['path = "ledger.csv"', 'format = "csv"']
-        journal = ['path = "journal.jsonl"', 'format = "jsonl"']
+        journal_lines = ['path = "journal.jsonl"', 'format = "jsonl"']
         events = (
             ['path = "events.jsonl"', 'format = "adk-java-json"']
             if java
@@ -243,7 +252,8 @@ def manifest_text(
         f"# Written by `incidentkit simulate`.{note}",
         f"title = {_q(title)}",
         f'window = {{ start = "{iso(window[0])}", end = "{iso(window[1])}" }}',
-        *("", "[ledger]", *ledger, "", "[events]", *events, "", "[journal]", *journal),
+        *("", "[ledger]", *ledger, "", "[events]", *events),
+        *(("", "[journal]", *journal_lines) if journal else ()),
         *("", "[spans]", 'path = "spans.otlp.jsonl"', 'format = "otlp-json"'),
         *("", "[diagnostics]", 'path = "diagnostics.log"', 'format = "text"'),
     ]
@@ -262,5 +272,7 @@ def profile_lines() -> list[str]:
         templates = ", ".join(f"{tool} = {_q(t)}" for tool, t in APP_KEY_TEMPLATES[app].items())
         lines += ["", f"[apps.{app}]", f"terminal_agent = {terminal}"]
         lines.append(f"key_templates = {{ {templates} }}" if templates else "key_templates = {}")
-        lines += [f"{key} = {value}" for key, value in APP_SETTINGS.get(app, {}).items()]
+        for key, value in APP_SETTINGS.get(app, {}).items():
+            shown = f"[{', '.join(map(_q, value))}]" if isinstance(value, list) else str(value)
+            lines.append(f"{key} = {shown}")
     return lines

@@ -43,6 +43,7 @@ class Invocation:
         self.start = start
         self.now = start
         self.llm_calls = 0
+        self.history_tokens = 0
         self.paused = False
         self.recorded_at: int | None = None
         self.out = Bundle(start=start, service=f"{session.app}-agent")

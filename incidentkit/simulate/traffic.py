@@ -40,8 +40,12 @@ APP_KEY_TEMPLATES: dict[str, dict[str, str]] = {
     "expenses": {},
 }
 """Per app, the journal key template of each tool that journals by business key."""
-APP_SETTINGS: dict[str, dict[str, int]] = {"support": {"client_timeout_s": 60}}
-"""Other ``[apps.<app>]`` settings the simulated incidents assume (seed 003's 60 s timeout)."""
+APP_SETTINGS: dict[str, dict[str, int | list[str]]] = {
+    "support": {"client_timeout_s": 60, "loop_exit_keys": ["review:approved"]}
+}
+"""Other ``[apps.<app>]`` settings the simulated incidents assume: seed 003's 60 s client
+timeout, and the state key that ends the review loop (the runaway scenario's loop agent). No
+``max_llm_calls``: the limit error names it."""
 APPS = ("support", "travel", "invoicing", "expenses")
 APP_WEIGHTS = (5, 2, 2, 1)
 

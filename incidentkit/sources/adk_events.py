@@ -11,10 +11,12 @@ for the duplicate-id check and the final ordering.
 What is checked: a missing or mistyped field the frames need (ids, author, timestamp, the
 content and parts, a call's or response's ``name``, ...) rejects the event with its location
 and a reason, so nothing is lost silently; a misspelled known key (``invocationID``) counts
-as that key missing. Keys the kit does not know are ignored on purpose, at the top level and
-inside ``actions`` and parts: ADK's own Jackson mapper reads events with
-``FAIL_ON_UNKNOWN_PROPERTIES=false``, and new ADK versions add fields (``nodeInfo``,
-``output``, ``isolationScope`` in 2.x) that must not turn a valid event into a reject.
+as that key missing. Token counts are the exception: an unreadable one is missing in its
+column and counted in a warning, and the event is kept (:mod:`.tokens`). Keys the kit does
+not know are ignored on purpose, at the top level and inside ``actions`` and parts: ADK's own
+Jackson mapper reads events with ``FAIL_ON_UNKNOWN_PROPERTIES=false``, and new ADK versions
+add fields (``nodeInfo``, ``output``, ``isolationScope`` in 2.x) that must not turn a valid
+event into a reject.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from incidentkit.sources.adk_parts import (
     texts,
 )
 from incidentkit.sources.base import RejectSink, bulk_decoding, parse_json_values
+from incidentkit.sources.tokens import REASON, USAGE_KEYS, event_tokens, warn_unreadable
 
 MS_THRESHOLD = 1e11
 """Epoch timestamps at or above this are milliseconds, below it seconds."""
@@ -169,6 +172,7 @@ def normalise(
     if apply_filters:
         events = events[_matches(events, filters)]
     events = _drop_duplicates(events, sink)
+    warn_unreadable(events, sink, what="events")
     events = events.sort_values([*SESSION_KEYS, "ts", "pos"], kind="stable")
     events["seq"] = events.groupby(list(SESSION_KEYS), sort=False).cumcount()
     keys = events[
@@ -254,6 +258,7 @@ def _read_chunk(
     ]
     deltas = actions.get(("stateDelta", "state_delta"))
     reasons.flag(not_of(deltas, (dict, type(None))), "actions.stateDelta is not an object")
+    tokens = event_tokens(records.get(USAGE_KEYS))  # unreadable counts warn, never reject
 
     keep = ~reasons.bad
     _reject(reasons, raw, recs, meta, sink)
@@ -268,6 +273,8 @@ def _read_chunk(
             "ts": times.array,
             "long_running_tool_ids": lr_ids,
             "final_response": final,
+            **tokens.columns,
+            REASON: tokens.reasons,
             "text": texts(items, owner, n),
             "source_format": batch.origin.source_format,
         }

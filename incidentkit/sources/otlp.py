@@ -78,7 +78,7 @@ def _key_values(items: Any) -> dict[str, Any]:
 def _any_value(value: dict[str, Any]) -> Any:
     for kind, raw in value.items():
         if kind == "intValue":
-            return int(raw)
+            return _int_value(raw)
         if kind == "doubleValue":
             return float(raw)
         if kind == "arrayValue":
@@ -87,3 +87,16 @@ def _any_value(value: dict[str, Any]) -> Any:
             return _key_values((raw or {}).get("values"))
         return raw
     return None
+
+
+def _int_value(raw: Any) -> int | float:
+    """An ``intValue``: decimal text (how the JSON encoding writes int64) or a number. A
+    fraction stays the float it is (never truncated into a wrong integer); a boolean, a list
+    or text that is not a number raise ValueError, and the span is rejected."""
+    if type(raw) is str:
+        return int(raw)
+    if type(raw) is int:
+        return raw
+    if type(raw) is float:
+        return int(raw) if raw.is_integer() else raw
+    raise ValueError(f"intValue is not an integer: {raw!r:.80}")

@@ -7,7 +7,8 @@ Ids become lowercase hex (trace 32 wide, span 16 wide; base64 ids from plain pro
 decoded). ``kind`` says what a span measures whatever the ADK version named it. Invocation and
 session ids are spread to every span of a trace that names exactly one. Payload attributes
 (prompts, responses, tool arguments) are replaced by ``"<redacted>"``; :func:`span_payloads`
-re-reads them on demand.
+re-reads them on demand. Token counts (``gen_ai.usage.*``) stay in ``attributes`` and also
+become columns (:mod:`.tokens`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import pandas as pd
 from incidentkit.errors import ParameterError, SchemaError
 from incidentkit.frames import SpanKind, conform
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources import jaeger, otlp
+from incidentkit.sources import jaeger, otlp, tokens
 from incidentkit.sources.base import Loaded, RejectSink, open_text, require_content
 from incidentkit.sources.otlp import RawSpan
 
@@ -61,7 +62,7 @@ _HEX = re.compile(r"[0-9a-fA-F]+")
 _COLUMNS = [
     *("trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns", "status"),
     *("status_message", "op", "invocation_id", "session_id", "agent_name", "tool_name"),
-    *("tool_call_id", "attributes", "location"),
+    *("tool_call_id", "attributes", "location", "usage"),
 ]
 
 
@@ -74,6 +75,9 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
     frame["start"] = pd.to_datetime(frame["start_ns"].astype("Int64"), unit="ns", utc=True)
     frame["end"] = pd.to_datetime(frame["end_ns"].astype("Int64"), unit="ns", utc=True)
     frame["duration_ms"] = (frame["end"] - frame["start"]).dt.total_seconds() * 1000.0
+    counts = tokens.span_tokens(frame["usage"].tolist())
+    frame = frame.assign(**counts.columns)
+    frame[tokens.REASON] = counts.reasons
     frame = _derive(frame)
     other = frame["kind"].eq(SpanKind.OTHER)
     if other.any():
@@ -86,6 +90,7 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
     for col in ("invocation_id", "session_id"):
         frame[col] = _propagate(frame, col)
     frame = _filter(frame, filters)
+    tokens.warn_unreadable(frame, sink, what="spans")
     frame = frame.sort_values(["start", "trace_id", "span_id"], kind="stable")
     frame = frame.reset_index(drop=True)  # conform aligns on the index
     return Loaded(
@@ -251,6 +256,7 @@ def _row(
             for k, v in attrs.items()
         },
         location,
+        tuple(attrs.get(key) for key in tokens.SPAN_ATTRIBUTES.values()),  # a tuple keeps ints
     )
     return row
 

@@ -91,16 +91,18 @@ def _model(*parts: types.Part) -> LlmResponse:
     )
 
 
-def _call(name: str, **args: Any) -> types.Part:
-    # No id: ADK assigns "adk-<uuid>" as it does for Gemini responses.
+def call_part(name: str, **args: Any) -> types.Part:
+    """A model's function call; no id, so ADK assigns ``adk-<uuid>`` as it does for Gemini."""
     return types.Part(function_call=types.FunctionCall(name=name, args=args))
 
 
-def _text(text: str) -> types.Part:
+def text_part(text: str) -> types.Part:
+    """A model's text answer."""
     return types.Part(text=text)
 
 
-def _user(text: str) -> types.Content:
+def user_message(text: str) -> types.Content:
+    """The user's message that starts an invocation."""
     return types.Content(role="user", parts=[types.Part(text=text)])
 
 
@@ -124,19 +126,22 @@ def record_status(order_id: str, status: str, tool_context: ToolContext) -> dict
 
 def _agents() -> tuple[LlmAgent, list[ScriptedLlm]]:
     billing_model = ScriptedLlm(
-        model="scripted-billing", script=[_model(_text("Refund issued for A-42."))]
+        model="scripted-billing", script=[_model(text_part("Refund issued for A-42."))]
     )
     triage_model = ScriptedLlm(
         model="scripted-triage",
         script=[
             # session 1, invocation 1: two parallel calls, a state-writing call, an answer
-            _model(_call("lookup_order", order_id="A-42"), _call("lookup_order", order_id="C-9")),
-            _model(_call("record_status", order_id="A-42", status="shipped")),
-            _model(_text("Both orders have shipped.")),
+            _model(
+                call_part("lookup_order", order_id="A-42"),
+                call_part("lookup_order", order_id="C-9"),
+            ),
+            _model(call_part("record_status", order_id="A-42", status="shipped")),
+            _model(text_part("Both orders have shipped.")),
             # session 1, invocation 2: transfer to the billing agent (which answers)
-            _model(_call("transfer_to_agent", agent_name=SUB_AGENT)),
+            _model(call_part("transfer_to_agent", agent_name=SUB_AGENT)),
             # session 2: one call, then the next model call exceeds max_llm_calls
-            _model(_call("lookup_order", order_id="B-7")),
+            _model(call_part("lookup_order", order_id="B-7")),
         ],
     )
     billing = LlmAgent(
@@ -326,7 +331,8 @@ class World:
 
 
 @contextmanager
-def _env(name: str, value: str) -> Iterator[None]:
+def scoped_env(name: str, value: str) -> Iterator[None]:
+    """Set the environment variable ``name`` to ``value`` for the ``with`` block."""
     before = os.environ.get(name)
     os.environ[name] = value
     try:
@@ -339,7 +345,9 @@ def _env(name: str, value: str) -> Iterator[None]:
 
 
 async def _drain(runner: Runner, session_id: str, text: str, **kwargs: Any) -> None:
-    agen = runner.run_async(user_id=USER, session_id=session_id, new_message=_user(text), **kwargs)
+    agen = runner.run_async(
+        user_id=USER, session_id=session_id, new_message=user_message(text), **kwargs
+    )
     try:
         async for _ in agen:
             pass
@@ -413,7 +421,7 @@ def build_world(store: str, folder: Path, *, telemetry_schema: str = "2") -> Wor
     """
     exporter = span_exporter()
     exporter.clear()
-    with _env(SCHEMA_ENV, telemetry_schema):
+    with scoped_env(SCHEMA_ENV, telemetry_schema):
         sessions, limit_error = asyncio.run(_run(store))
     spans = tuple(exporter.get_finished_spans())
     exporter.clear()

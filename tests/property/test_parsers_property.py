@@ -11,7 +11,9 @@ Three parts, all in-process and on temporary folders (one ``evidence.toml`` + on
    distinct FOREIGN outcome.
 2. Hypothesis properties, one per parser family, asserting either an IncidentkitError or an
    accounting rule (documented on each test): no input record vanishes without a row or a
-   reject.
+   reject. Event and span records carry generated token usage (valid counts, text, negative
+   and huge numbers, fractions, booleans, non-objects), and ``test_*_tokens_follow_the_usage_
+   rule`` check the token columns against the rule of docs/frames.md.
 3. ``test_corpus_file_raises_only_kit_errors``: the committed corpus of hostile files
    (``corpus/<kind>/<case>.<ext>``, one behaviour each) and a generated huge-line case, plus
    ``test_corpus_values_are_not_silently_wrong`` for values that load but load wrong.
@@ -802,6 +804,41 @@ json_values = st.recursive(
 # A line with no line break of any kind TextIOWrapper splits on (\n, \r).
 line_text = st.text(alphabet=st.characters(blacklist_characters="\r\n"), max_size=60)
 
+# Token counts as ADK writes them, and as they must not crash anything when they are wrong.
+COUNT_MAX = 2**31 - 1  # genai's counts are int32
+USAGE_COUNT_KEYS = {
+    "prompt": ("promptTokenCount", "prompt_token_count"),
+    "candidates": ("candidatesTokenCount", "candidates_token_count"),
+    "thoughts": ("thoughtsTokenCount", "thoughts_token_count"),
+    "total": ("totalTokenCount", "total_token_count"),
+}
+count_values = (
+    st.integers(0, COUNT_MAX)
+    | st.integers(0, 10_000).map(float)  # 12.0 is a count
+    | st.none()
+    | st.integers()
+    | big_ints
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.booleans()
+    | st.text(max_size=6)
+    | st.integers(0, 99).map(str)
+    | st.lists(st.integers(0, 9), max_size=2)
+)
+usage_metadata = st.dictionaries(
+    st.sampled_from(
+        [*(key for keys in USAGE_COUNT_KEYS.values() for key in keys), "cachedContentTokenCount"]
+    ),
+    count_values,
+    max_size=5,
+)
+usage_values = usage_metadata | json_values.filter(lambda v: not isinstance(v, dict))
+
+
+def _with_usage(base: dict[str, Any], key: str) -> st.SearchStrategy[dict[str, Any]]:
+    """``base`` (some keys overridden, as :func:`_records_over`) with generated usage metadata
+    under ``key`` (``usageMetadata`` or ``usage_metadata``)."""
+    return st.tuples(_records_over(base), usage_values).map(lambda t: {**t[0], key: t[1]})
+
 
 def _blank(line: str) -> bool:
     return not line.strip()
@@ -819,8 +856,13 @@ def _records_over(base: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
     )
 
 
-def _jsonl_lines(base: dict[str, Any]) -> st.SearchStrategy[list[str]]:
-    record_line = _records_over(base).map(_dump)
+def _jsonl_lines(
+    base: dict[str, Any], usage_key: str | None = None
+) -> st.SearchStrategy[list[str]]:
+    records = _records_over(base)
+    if usage_key is not None:
+        records = records | _with_usage(base, usage_key)
+    record_line = records.map(_dump)
     return st.lists(record_line | line_text | json_values.map(_dump), min_size=1, max_size=6)
 
 
@@ -932,7 +974,7 @@ def test_journal_csv_accounts_for_every_record(rows: list[list[str]]) -> None:
 
 
 @HYPOTHESIS
-@given(lines=_jsonl_lines(JAVA_EVENT_BASE))
+@given(lines=_jsonl_lines(JAVA_EVENT_BASE, "usageMetadata"))
 def test_java_event_lines_account_for_every_line(lines: list[str]) -> None:
     """ADK Java event JSON lines: one record gives one events row or one reject (a repeated
     event id is a reject), so events + rejects == non-blank lines. Calls/responses/state
@@ -965,7 +1007,7 @@ def _check_children(out: Outcome) -> None:
 
 
 @HYPOTHESIS
-@given(lines=_jsonl_lines(PY_EVENT_BASE))
+@given(lines=_jsonl_lines(PY_EVENT_BASE, "usage_metadata"))
 def test_python_event_lines_account_for_every_line(lines: list[str]) -> None:
     """ADK Python event JSON lines (format detected): events + rejects == non-blank lines."""
     out = _load_text(KINDS["events-python-jsonl"], "\n".join(lines) + "\n")
@@ -978,7 +1020,14 @@ PY_SESSION = json.loads((DATA / "events/python_session.json").read_text("utf-8")
 
 
 @HYPOTHESIS
-@given(events=st.lists(_records_over(PY_SESSION["events"][1]) | json_values, max_size=5))
+@given(
+    events=st.lists(
+        _records_over(PY_SESSION["events"][1])
+        | _with_usage(PY_SESSION["events"][1], "usageMetadata")
+        | json_values,
+        max_size=5,
+    )
+)
 def test_python_session_accounts_for_every_event(events: list[Any]) -> None:
     """adk-session-json: one element of ``events`` gives one events row or one reject, so
     events + rejects == len(events)."""
@@ -1016,7 +1065,9 @@ sqlite_values = (
 @given(
     rows=st.lists(
         st.tuples(
-            _records_over(PY_EVENT_BASE).map(_dump) | json_values.map(_dump) | st.text(max_size=20),
+            (_records_over(PY_EVENT_BASE) | _with_usage(PY_EVENT_BASE, "usage_metadata")).map(_dump)
+            | json_values.map(_dump)
+            | st.text(max_size=20),
             sqlite_values,
         ),
         min_size=1,
@@ -1036,10 +1087,52 @@ def _otlp_line(spans: list[Any]) -> str:
     return _dump({"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": spans}]}]})
 
 
+SPAN_USAGE_KEYS = ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
+# An OTLP AnyValue for a token count: decimal text or a number (both legal for intValue), and
+# the wrong kinds (a fraction, text, a boolean).
+otlp_counts = (
+    st.integers(0, 2**63 - 1).map(lambda n: {"intValue": str(n)})
+    | st.integers(0, 2**63 - 1).map(lambda n: {"intValue": n})
+    | st.integers().map(lambda n: {"intValue": str(n)})
+    | st.floats(allow_nan=False, allow_infinity=False).map(lambda x: {"intValue": x})
+    | st.floats(allow_nan=False, allow_infinity=False).map(lambda x: {"doubleValue": x})
+    | st.text(max_size=6).map(lambda t: {"stringValue": t})
+    | st.booleans().map(lambda b: {"boolValue": b})
+)
+jaeger_counts = (
+    st.integers(0, 2**63 - 1).map(lambda n: {"type": "int64", "value": n})
+    | st.integers().map(lambda n: {"type": "int64", "value": str(n)})
+    | st.floats(allow_nan=False, allow_infinity=False).map(
+        lambda x: {"type": "float64", "value": x}
+    )
+    | st.text(max_size=6).map(lambda t: {"type": "string", "value": t})
+    | st.booleans().map(lambda b: {"type": "bool", "value": b})
+)
+span_usage = st.dictionaries(st.sampled_from(SPAN_USAGE_KEYS), otlp_counts, max_size=2)
+jaeger_usage = st.dictionaries(st.sampled_from(SPAN_USAGE_KEYS), jaeger_counts, max_size=2)
+
+
+def _otlp_with_usage(base: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """An OTLP span (``base``, some keys overridden) carrying generated gen_ai.usage values."""
+    return st.tuples(_records_over(base), span_usage).map(
+        lambda t: {**t[0], "attributes": [{"key": k, "value": v} for k, v in t[1].items()]}
+    )
+
+
+def _jaeger_with_usage(base: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    return st.tuples(_records_over(base), jaeger_usage).map(
+        lambda t: {**t[0], "tags": [{"key": k, **v} for k, v in t[1].items()]}
+    )
+
+
 @HYPOTHESIS
 @given(
     envelopes=st.lists(
-        st.lists(_records_over(OTLP_SPAN_BASE) | json_values, max_size=3), max_size=3
+        st.lists(
+            _records_over(OTLP_SPAN_BASE) | _otlp_with_usage(OTLP_SPAN_BASE) | json_values,
+            max_size=3,
+        ),
+        max_size=3,
     ),
     junk=st.lists(line_text | json_values.map(_dump), max_size=3),
 )
@@ -1082,7 +1175,13 @@ def _is_envelope(line: str) -> bool:
 
 @HYPOTHESIS
 @given(
-    traces=st.lists(st.lists(_records_over(JAEGER_SPAN_BASE) | json_values, max_size=3), max_size=3)
+    traces=st.lists(
+        st.lists(
+            _records_over(JAEGER_SPAN_BASE) | _jaeger_with_usage(JAEGER_SPAN_BASE) | json_values,
+            max_size=3,
+        ),
+        max_size=3,
+    )
 )
 def test_jaeger_accounts_for_every_span(traces: list[list[Any]]) -> None:
     """Jaeger JSON: each element of a trace's ``spans`` list gives one spans row or one reject,
@@ -1091,6 +1190,154 @@ def test_jaeger_accounts_for_every_span(traces: list[list[Any]]) -> None:
     out = _load_text(KINDS["spans-jaeger"], _dump(doc))
     if _check(out):
         assert _accounted(out, "spans") == sum(len(s) for s in traces)
+
+
+def _count(value: Any, limit: int) -> int | str | None:
+    """The documented rule for one count: the number, None when absent, "bad" otherwise."""
+    if value is None:
+        return None
+    if type(value) is int and 0 <= value <= limit:
+        return value
+    if type(value) is float and value.is_integer() and 0 <= value <= limit:
+        return int(value)
+    return "bad"
+
+
+def _expected_tokens(usage: Any) -> tuple[tuple[int | None, ...], bool]:
+    """(prompt, output, total) tokens of an event with ``usage``, and whether it warns."""
+    if usage is None:
+        return (None, None, None), False
+    if not isinstance(usage, dict):
+        return (None, None, None), True
+    c = {}
+    for name, (camel, snake) in USAGE_COUNT_KEYS.items():
+        value = usage.get(camel)
+        c[name] = _count(usage.get(snake) if value is None else value, COUNT_MAX)
+    bad = "bad" in c.values()
+    ok = {name: None if value == "bad" else value for name, value in c.items()}
+    parts_bad = c["candidates"] == "bad" or c["thoughts"] == "bad"
+    given = ok["candidates"] is not None or ok["thoughts"] is not None
+    output = (ok["candidates"] or 0) + (ok["thoughts"] or 0) if given and not parts_bad else None
+    if c["total"] is not None:
+        total = ok["total"]
+    elif c["prompt"] == "bad" or parts_bad or (ok["prompt"] is None and output is None):
+        total = None
+    else:
+        total = (ok["prompt"] or 0) + (output or 0)
+    return (ok["prompt"], output, total), bad
+
+
+def _token_rows(frame: pd.DataFrame, columns: list[str]) -> dict[str, tuple[int | None, ...]]:
+    rows = frame.set_index(frame.columns[0])[columns]
+    return {
+        str(key): tuple(None if pd.isna(v) else int(v) for v in values)
+        for key, values in rows.iterrows()
+    }
+
+
+@HYPOTHESIS
+@given(
+    usages=st.lists(
+        (usage_values | st.none()).filter(lambda u: _strict_json(_dump(u))), min_size=1, max_size=6
+    ),
+    python=st.booleans(),
+)
+def test_event_tokens_follow_the_usage_rule(usages: list[Any], python: bool) -> None:
+    """Events with arbitrary usage metadata (ADK Java camelCase or ADK Python snake_case): none
+    is rejected for it; each one's prompt/output/total tokens are what docs/frames.md says of
+    its usage metadata, NA where a count is unreadable; one warning iff one is."""
+    base, key = (PY_EVENT_BASE, "usage_metadata") if python else (JAVA_EVENT_BASE, "usageMetadata")
+    records = []
+    for i, usage in enumerate(usages):
+        record = {k: v for k, v in base.items() if k != key}
+        record["id"] = f"ev-{i}"
+        if usage is not None:
+            record[key] = usage
+        records.append(record)
+    out = _load_text(
+        KINDS["events-python-jsonl" if python else "events-java-jsonl"],
+        "".join(_dump(r) + "\n" for r in records),
+    )
+    assert out.kind == "ok", out.describe()
+    assert out.rejects is not None and out.rejects.empty, out.rejects.to_dict("records")
+    tokens = ["prompt_tokens", "output_tokens", "total_tokens"]
+    got = _token_rows(out.frames["events"][["event_id", *tokens]], tokens)
+    expected = {f"ev-{i}": _expected_tokens(u) for i, u in enumerate(usages)}
+    assert got == {eid: counts for eid, (counts, _) in expected.items()}
+    warned = out.warnings_frame is not None and (
+        out.warnings_frame["reason"].str.contains("unreadable token counts").any()
+    )
+    assert warned == any(bad for _, bad in expected.values())
+
+
+def _expected_span_tokens(value: dict[str, Any] | None, jaeger: bool) -> int | None:
+    """What a span's token column holds for one generated attribute value (None: NA)."""
+    if value is None:
+        return None
+    ((kind, raw),) = (
+        [("intValue" if value["type"] == "int64" else value["type"], value["value"])]
+        if jaeger
+        else value.items()
+    )
+    if kind == "intValue" and type(raw) is str:
+        raw = int(raw)
+    elif kind in ("stringValue", "string", "boolValue", "bool"):
+        return None
+    got = _count(raw, 2**63 - 1)
+    return got if isinstance(got, int) else None
+
+
+@HYPOTHESIS
+@given(usages=st.lists(span_usage, min_size=1, max_size=4))
+def test_otlp_span_tokens_follow_the_usage_rule(usages: list[dict[str, Any]]) -> None:
+    """OTLP spans with arbitrary gen_ai.usage values: none is rejected for them (every
+    intValue generated here decodes); input/output tokens are the whole numbers from 0 up
+    they hold, NA otherwise."""
+    spans = [
+        {
+            **OTLP_SPAN_BASE,
+            "spanId": f"{i + 1:016x}",
+            "attributes": [{"key": k, "value": v} for k, v in usage.items()],
+        }
+        for i, usage in enumerate(usages)
+    ]
+    out = _load_text(KINDS["spans-otlp"], _otlp_line(spans) + "\n")
+    assert out.kind == "ok", out.describe()
+    assert out.rejects is not None and out.rejects.empty, out.rejects.to_dict("records")
+    got = _token_rows(
+        out.frames["spans"][["span_id", "input_tokens", "output_tokens"]],
+        ["input_tokens", "output_tokens"],
+    )
+    assert got == {
+        f"{i + 1:016x}": tuple(_expected_span_tokens(u.get(k), False) for k in SPAN_USAGE_KEYS)
+        for i, u in enumerate(usages)
+    }
+
+
+@HYPOTHESIS
+@given(usages=st.lists(jaeger_usage, min_size=1, max_size=4))
+def test_jaeger_span_tokens_follow_the_usage_rule(usages: list[dict[str, Any]]) -> None:
+    """Jaeger spans with arbitrary gen_ai.usage tags: as for OTLP."""
+    spans = [
+        {
+            **JAEGER_SPAN_BASE,
+            "spanID": f"{i + 1:016x}",
+            "tags": [{"key": k, **v} for k, v in usage.items()],
+        }
+        for i, usage in enumerate(usages)
+    ]
+    doc = {"data": [{"traceID": JAEGER_SPAN_BASE["traceID"], "spans": spans}]}
+    out = _load_text(KINDS["spans-jaeger"], _dump(doc))
+    assert out.kind == "ok", out.describe()
+    assert out.rejects is not None and out.rejects.empty, out.rejects.to_dict("records")
+    got = _token_rows(
+        out.frames["spans"][["span_id", "input_tokens", "output_tokens"]],
+        ["input_tokens", "output_tokens"],
+    )
+    assert got == {
+        f"{i + 1:016x}": tuple(_expected_span_tokens(u.get(k), True) for k in SPAN_USAGE_KEYS)
+        for i, u in enumerate(usages)
+    }
 
 
 @HYPOTHESIS

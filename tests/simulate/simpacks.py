@@ -98,7 +98,12 @@ def ledger(pack: Path) -> list[dict[str, str]]:
 
 
 def journal(pack: Path) -> list[dict[str, Any]]:
-    with (pack / "journal.jsonl").open() as handle:
+    """The journal's entries; none when the pack has no journal (no tool journaled)."""
+    path = pack / "journal.jsonl"
+    if not path.exists():
+        assert "[journal]" not in (pack / "evidence.toml").read_text(), "the manifest names it"
+        return []
+    with path.open() as handle:
         return [json.loads(line) for line in handle]
 
 

@@ -262,13 +262,24 @@ def test_runaway_limit_loop_and_retries_are_in_the_evidence() -> None:
         if r.message.startswith("run.error") and r.field("inv") == hit["invocation_id"]
     )
     assert hit["error"] in error.extra[0]
-    ok = [
+    runaway = {
+        hit["invocation_id"],
+        expected["ping_pong"]["invocation_id"],
+        expected["repeated_call"]["invocation_id"],
+    }
+    healthy = [
         float(r.field("llmCalls") or 0)
         for r in records
-        if r.message.startswith("run.end") and r.field("outcome") == "ok"
+        if r.message.startswith("run.end") and r.field("inv") not in runaway
     ]
-    assert np.percentile(ok, 99) == pytest.approx(expected["llm_calls"]["p99"]) == 9
-    assert expected["recommended_max_llm_calls"] == 27
+    assert len(healthy) == expected["llm_calls"]["invocations"]
+    p99 = np.percentile(healthy, 99)
+    assert p99 == pytest.approx(expected["llm_calls"]["p99"])
+    recommended = expected["recommended_max_llm_calls"]
+    assert recommended % 5 == 0 and recommended - 5 < 3 * p99 <= recommended  # 27 -> 30
+    assert {r.field("app") for r in records if r.message.startswith("run.start")} == {
+        expected["app_name"]
+    }
     roots = [s for s in spans(pack) if s["name"] == "invocation" and s["status"].get("code") == 2]
     assert len(roots) == 1 + len(expected["errors"]["run_errors"])
     # The loop's trace is tail-sampled in pieces: only the last, with the limit error, is kept.

@@ -74,7 +74,17 @@ def test_java_lines_give_one_event_row_per_line_in_session_order() -> None:
     want = expected_events(
         [
             java_event("s1-user", *s1, 0, 0, "user", True, text="Send invoice INV-77"),
-            java_event("s1-call", *s1, 1, 1000, "billing_agent", False),
+            java_event(
+                "s1-call",
+                *s1,
+                1,
+                1000,
+                "billing_agent",
+                False,
+                prompt_tokens=10,
+                output_tokens=5,
+                total_tokens=15,
+            ),
             java_event("s1-response", *s1, 2, 2000, "billing_agent", False),
             java_event(
                 "s1-draft",

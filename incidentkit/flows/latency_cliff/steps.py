@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -13,12 +12,17 @@ from incidentkit.errors import ParameterError
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
 from incidentkit.flows import FLOWS
-from incidentkit.flows.common import Settings, begin, flow_rejects
+from incidentkit.flows.common import (
+    Settings,
+    begin,
+    flow_rejects,
+    frame_of,
+    notes_view,
+    up_to,
+)
 from incidentkit.flows.common import setting as profile_setting
 from incidentkit.flows.latency_cliff.findings import latency_findings
 from incidentkit.flows.latency_cliff.triage import Frames, LatencyReport, triage_latency
-from incidentkit.frames import empty
-from incidentkit.manifest import Window
 
 FLOW = "latency_cliff"
 SECTIONS = FLOWS[FLOW].sections
@@ -72,32 +76,19 @@ def setup(
     values["bucket"] = str(bucket or DEFAULT_BUCKET).strip()
     _bucket(values["bucket"])  # a bad duration fails here, before any triage
     sources["bucket"] = "parameter" if bucket else "default"
-    return _up_to(incident, values["as_of"]), Settings(FLOW, app, values, sources)
-
-
-def _up_to(evidence: Evidence, as_of: pd.Timestamp) -> Evidence:
-    """``evidence`` with its window ending at ``as_of`` (a later window end is cut)."""
-    window = evidence.filters.window
-    end = as_of + pd.Timedelta(microseconds=1)
-    if window is None or window.end <= end or window.start >= end:
-        return evidence
-    return evidence.narrowed(replace(evidence.filters, window=Window(window.start, end)))
-
-
-def _frame(evidence: Evidence, section: str, name: str) -> pd.DataFrame:
-    return evidence.frame(name) if evidence.has(section) else empty(name)
+    return up_to(incident, values["as_of"]), Settings(FLOW, app, values, sources)
 
 
 def triage(evidence: Evidence, settings: Settings) -> LatencyReport:
     """The flow on the app's evidence: latency, the cliff, open invocations, stuck threads."""
     frames = Frames(
-        runs=_frame(evidence, "ledger", "runs"),
-        events=_frame(evidence, "events", "events"),
-        calls=_frame(evidence, "events", "calls"),
-        responses=_frame(evidence, "events", "responses"),
-        spans=_frame(evidence, "spans", "spans"),
-        diagnostics=_frame(evidence, "diagnostics", "diagnostics"),
-        threads=_frame(evidence, "threads", "threads"),
+        runs=frame_of(evidence, "ledger", "runs"),
+        events=frame_of(evidence, "events", "events"),
+        calls=frame_of(evidence, "events", "calls"),
+        responses=frame_of(evidence, "events", "responses"),
+        spans=frame_of(evidence, "spans", "spans"),
+        diagnostics=frame_of(evidence, "diagnostics", "diagnostics"),
+        threads=frame_of(evidence, "threads", "threads"),
     )
     return triage_latency(
         frames,
@@ -148,10 +139,5 @@ def table(report: LatencyReport, view: str) -> Any:
 
 
 def notes(report: LatencyReport) -> Any:
-    """What the flow cannot tell from the sources present, as Markdown (empty when nothing
-    is missing)."""
-    from incidentkit.report import MarkdownView
-
-    return MarkdownView(
-        "\n".join(f"- {note}" for note in report.notes) or "Every source is present."
-    )
+    """What the flow cannot tell from the sources present, as Markdown."""
+    return notes_view(report.notes)

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from incidentkit.flows._frames import as_columns
+from incidentkit.flows.runaway.limits import names_limit_error
 from incidentkit.frames import BOOL, INT, STR, SpanKind
 
 COUNT_SOURCES = ("diagnostics", "events", "spans")
@@ -54,8 +55,13 @@ def from_diagnostics(diagnostics: pd.DataFrame) -> pd.DataFrame:
 def from_spans(spans: pd.DataFrame) -> pd.DataFrame:
     """``call_llm`` spans per invocation (ADK Java ``call_llm``, Python 2.x
     ``generate_content``): a sampled trace undercounts, so ``ended`` is true only for traces
-    whose ``invocation`` span was exported."""
-    calls = spans.loc[spans["kind"].eq(SpanKind.CALL_LLM) & spans["invocation_id"].notna()]
+    whose ``invocation`` span was exported. The call the limit refused (ADK Python's legacy
+    telemetry opens a span for it, then fails it) never reached the model: not counted."""
+    calls = spans.loc[
+        spans["kind"].eq(SpanKind.CALL_LLM)
+        & spans["invocation_id"].notna()
+        & ~(spans["status"].eq("ERROR") & names_limit_error(spans["status_message"]))
+    ]
     counted = calls.groupby("invocation_id", sort=False).size()
     whole = spans.loc[spans["kind"].eq(SpanKind.INVOCATION), "invocation_id"].dropna()
     ids = counted.index.to_series()
@@ -63,10 +69,12 @@ def from_spans(spans: pd.DataFrame) -> pd.DataFrame:
 
 
 def model_events(events: pd.DataFrame, responses: pd.DataFrame) -> pd.Series:
-    """Which events a model call stored: not the user's, not partial, and carrying no
-    function response (a tool's answer is stored under the agent's name too)."""
+    """Which events a model call stored: not the user's, not partial, carrying no function
+    response (a tool's answer is stored under the agent's name too), and not ADK Python's
+    limit error event (the call it refused never reached the model)."""
     answered = events["event_id"].isin(responses["event_id"])
-    made: pd.Series = events["author"].ne("user") & ~events["partial"] & ~answered
+    refused = names_limit_error(events["error_code"]) | names_limit_error(events["error_message"])
+    made: pd.Series = events["author"].ne("user") & ~events["partial"] & ~answered & ~refused
     return made
 
 

@@ -26,6 +26,10 @@ _ERROR = re.compile(  # the exception's name or its message (no group: a flag on
 )
 DEFAULT_LIMIT = 500
 """ADK's builder default: a backstop, not a budget."""
+PROFILE_FROM = "[apps.<app>] max_llm_calls"
+MESSAGE_FROM = "the limit error's message"
+DEFAULT_FROM = "ADK's default (assumed)"
+"""Where the configured limit came from (:func:`configured_limit`)."""
 
 
 def limit_texts(text: pd.Series) -> pd.Series:
@@ -137,11 +141,11 @@ def configured_limit(profile_value: object, hit_rows: pd.DataFrame) -> tuple[int
     """The configured ``maxLlmCalls`` and where it came from: the app profile's
     ``max_llm_calls``, else the limit a limit error names, else ADK's default 500."""
     if isinstance(profile_value, int) and not isinstance(profile_value, bool) and profile_value > 0:
-        return profile_value, "[apps.<app>] max_llm_calls"
+        return profile_value, PROFILE_FROM
     named = hit_rows["limit"].dropna()
     if len(named):
-        return int(named.max()), "the limit error's message"
-    return DEFAULT_LIMIT, "ADK's default"
+        return int(named.max()), MESSAGE_FROM
+    return DEFAULT_LIMIT, DEFAULT_FROM
 
 
 def nice_ceiling(value: float) -> int:

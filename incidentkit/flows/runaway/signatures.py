@@ -18,10 +18,11 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 
+import numpy as np
 import pandas as pd
 
 from incidentkit.flows._frames import as_columns, per_group
-from incidentkit.frames import INT, OBJ, STR
+from incidentkit.frames import INT, OBJ, STR, SpanKind
 
 TRANSFER_TOOL = "transfer_to_agent"
 MIN_TRANSFERS = 4
@@ -64,14 +65,14 @@ def ping_pongs(events: pd.DataFrame, *, min_transfers: int = MIN_TRANSFERS) -> p
     )
     run = start.cumsum()
     streak = alternates.groupby(run).transform("sum") + 2  # the first two transfers open it
-    keyed = moves.assign(_run=run.where(alternates), _streak=streak.where(alternates))
+    keyed = moves.assign(run=run.where(alternates), _streak=streak.where(alternates))
     long = keyed.loc[keyed["_streak"].ge(min_transfers)]
     if long.empty:
         return as_columns(pd.DataFrame(columns=list(PING_PONG_COLUMNS)), PING_PONG_COLUMNS)
     best = long.sort_values(["_streak"], ascending=False, kind="stable").drop_duplicates(
         "invocation_id"
     )
-    chosen = keyed["_run"].isin(best["_run"])
+    chosen = keyed["run"].isin(best["run"])
     # the run's events: its alternating transfers and the two that opened it
     opened = chosen | chosen.groupby(moves["invocation_id"], sort=False).shift(-1, fill_value=False)
     opened |= chosen.groupby(moves["invocation_id"], sort=False).shift(-2, fill_value=False)
@@ -101,9 +102,19 @@ REPEAT_COLUMNS: Mapping[str, str] = {
 }
 
 
+_MESSAGE_KEYS = ("error", "message", "error_message", "errorMessage", "detail", "result")
+"""Where a tool's answer keeps its words (ADK Python wraps a bare return value as ``result``)."""
+
+
 def _text(response: object) -> str:
+    """A tool's answer as text: its message when it has one, else its JSON."""
     if isinstance(response, str):
         return response
+    if isinstance(response, Mapping):
+        for key in _MESSAGE_KEYS:
+            value = response.get(key)
+            if isinstance(value, str) and value.strip():
+                return value
     try:
         return json.dumps(response, sort_keys=True, default=str)
     except (TypeError, ValueError):
@@ -149,56 +160,152 @@ LOOP_COLUMNS: Mapping[str, str] = {
     "iterations": INT,
     "exit_key": STR,
     "keys_written": OBJ,
+    "event_ids": OBJ,
 }
+PERIODS = (2, 3, 4)
+"""Sub-agents per loop tried, fewest first: a loop agent usually runs two or three."""
+
+
+def _turns(events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The agents' turns per invocation in order: consecutive events of one author are one
+    turn (a model call, its tool's answer, the next call). The user's events are left out.
+
+    Returns the turns (invocation_id, author, branch: the first one given, transfers: how many
+    of its events transfer) and each event's turn position (invocation_id, event_id, turn)."""
+    own = events.loc[events["invocation_id"].notna() & events["author"].ne("user")]
+    own = own.sort_values(["invocation_id", "session_id", "seq"], kind="stable")
+    new_turn = own["author"].ne(own.groupby("invocation_id", sort=False)["author"].shift(1))
+    turn = pd.Series(new_turn.cumsum().to_numpy() - 1, index=own.index)
+    firsts = own.loc[new_turn]
+    turns = pd.DataFrame(
+        {
+            "invocation_id": firsts["invocation_id"].to_numpy(dtype=object),
+            "author": firsts["author"].to_numpy(dtype=object),
+            "branch": own["branch"].groupby(turn).first().to_numpy(dtype=object),
+            "transfers": own["transfer_to_agent"].notna().groupby(turn).sum().to_numpy(),
+        }
+    )
+    positions = pd.DataFrame(
+        {"invocation_id": own["invocation_id"], "event_id": own["event_id"], "turn": turn}
+    )
+    return turns, positions
+
+
+def _cycles(
+    turns: pd.DataFrame, period: int, min_iterations: int
+) -> tuple[pd.DataFrame, np.ndarray]:
+    """The longest stretch per invocation in which each turn's author is the one ``period``
+    turns before (``period`` agents taking turns) of ``min_iterations`` rounds or more: the
+    invocation and its rounds begun, and which turns the stretch holds (its first round too)."""
+    by = turns.groupby("invocation_id", sort=False)["author"]
+    repeats = turns["author"].eq(by.shift(period))
+    run = (~repeats).cumsum()  # a stretch: the turn that breaks the last one, then repeats
+    length = repeats.groupby(run).transform("sum")
+    rounds = -(-(length + period) // period)  # rounds begun: the last may have been cut short
+    keyed = turns.assign(run=run, rounds=rounds.where(repeats, 0))
+    best = keyed.loc[keyed["rounds"].ge(min_iterations)].sort_values(
+        "rounds", ascending=False, kind="stable"
+    )
+    best = best.drop_duplicates("invocation_id")
+    chosen = run.isin(best["run"]).to_numpy()
+    starts = np.flatnonzero(chosen & run.ne(run.shift(1)).to_numpy())
+    member = chosen.copy()
+    for back in range(1, period):  # the first round: the turns the first repeat answers
+        member[starts - back] = True
+    found = pd.DataFrame(
+        {
+            "invocation_id": best["invocation_id"].to_numpy(dtype=object),
+            "iterations": best["rounds"].to_numpy(dtype="int64"),
+        }
+    )
+    return found, member
+
+
+def _loop_agents(spans: pd.DataFrame) -> pd.Series:
+    """Per (invocation, sub-agent), the agent whose ``invoke_agent`` span is the parent of the
+    sub-agent's: the workflow agent that runs it."""
+    agents = spans.loc[spans["kind"].eq(SpanKind.INVOKE_AGENT) & spans["agent_name"].notna()]
+    parents = agents[["span_id", "agent_name"]].rename(
+        columns={"span_id": "parent_span_id", "agent_name": "parent"}
+    )
+    nested = agents.merge(parents, on="parent_span_id").drop_duplicates(
+        ["invocation_id", "agent_name"]
+    )
+    index = pd.MultiIndex.from_frame(nested[["invocation_id", "agent_name"]])
+    return pd.Series(nested["parent"].to_numpy(dtype=object), index=index, dtype=object)
+
+
+def _branch_parent(branch: object, agents: tuple[str, ...]) -> str | None:
+    """The workflow agent a branch names for ``agents``: ADK Java extends a branch with each
+    agent (``par.review_loop.writer``), ADK Python only under a parallel agent
+    (``par.review_loop``)."""
+    if not isinstance(branch, str) or not branch:
+        return None
+    parts = branch.split(".")
+    if parts[-1] in agents:
+        return parts[-2] if len(parts) > 1 else None
+    return parts[-1]
 
 
 def silent_loops(
     events: pd.DataFrame,
     state_writes: pd.DataFrame,
     *,
+    spans: pd.DataFrame | None = None,
     exit_keys: Iterable[str] = (),
     min_iterations: int = MIN_ITERATIONS,
 ) -> pd.DataFrame:
-    """Loop agents whose sub-agents cycled ``min_iterations`` times or more in one invocation
-    with no ``escalate`` and no write of an exit key.
+    """Invocations in which two to four agents take turns ``min_iterations`` rounds or more,
+    with no transfer among them, no ``escalate``, and no write of an exit key: a loop agent
+    whose exit condition nobody satisfies.
 
-    The loop agent is the parent in the events' ``branch`` (``review_loop.writer_agent``) of
-    two or more sub-agents that take turns; an iteration is a return to its first sub-agent.
-    ``exit_key`` is the first of ``exit_keys`` none of the invocation's events wrote, missing
-    when no exit key is known (then the loop is reported on its cycle and the missing
-    escalate alone).
+    The cycle comes from the authors of the stored events (ADK runs a loop agent's sub-agents
+    on the parent's branch, so the events rarely name the loop agent); the loop agent is the
+    parent of the sub-agents' ``invoke_agent`` spans, else the workflow agent the branch names
+    (under a parallel agent), else unknown. ``exit_key`` is the
+    first of ``exit_keys`` none of the invocation's events wrote, missing when no exit key is
+    known; an exit key that was written means the loop could end: not this signature.
     """
-    own = events.loc[
-        events["invocation_id"].notna() & events["branch"].str.contains(".", regex=False)
-    ]
-    if own.empty:
+    turns, positions = _turns(events)
+    found: list[pd.DataFrame] = []
+    member = np.zeros(len(turns), dtype=bool)
+    for period in PERIODS:  # fewest agents first: a-b-a-b is a cycle of two, not of four
+        cycles, held = _cycles(turns, period, min_iterations)
+        taken = pd.concat(found)["invocation_id"] if found else pd.Series(dtype=object)
+        fresh = ~turns["invocation_id"].isin(taken).to_numpy()
+        member |= held & fresh
+        found.append(cycles.loc[~cycles["invocation_id"].isin(taken)])
+    runs = pd.concat(found, ignore_index=True)
+    if runs.empty:
         return as_columns(pd.DataFrame(columns=list(LOOP_COLUMNS)), LOOP_COLUMNS)
-    parent = own["branch"].str.rsplit(".", n=1).str[0]
-    child = own["branch"].str.rsplit(".", n=1).str[1]
-    keyed = own.assign(_loop=parent, _agent=child).sort_values(
-        ["invocation_id", "session_id", "seq"], kind="stable"
+    cycle = turns.loc[member]
+    by = cycle.groupby("invocation_id", sort=False)
+    agents = cycle.drop_duplicates(["invocation_id", "author"])
+    held_events = positions.loc[positions["turn"].isin(np.flatnonzero(member))]
+    cycling = runs.assign(
+        agents=runs["invocation_id"].map(per_group(agents["author"], agents["invocation_id"])),
+        transfers=runs["invocation_id"].map(by["transfers"].sum()),
+        branch=runs["invocation_id"].map(by["branch"].first()),
+        event_ids=runs["invocation_id"].map(
+            per_group(held_events["event_id"], held_events["invocation_id"])
+        ),
     )
-    group = keyed.groupby(["invocation_id", "_loop"], sort=False)
-    first_agent = group["_agent"].transform("first")
-    previous = group["_agent"].shift(1)
-    returns = keyed["_agent"].eq(first_agent) & previous.notna() & previous.ne(first_agent)
-    summary = (
-        keyed.assign(_return=returns)
-        .groupby(["invocation_id", "_loop"], sort=False)
-        .agg(
-            iterations=("_return", "sum"),
-            agents=("_agent", lambda names: tuple(dict.fromkeys(names))),
-            escalated=("escalate", "any"),
-        )
-    )
-    summary["iterations"] += 1  # the first pass is an iteration too
-    cycling = summary.loc[
-        summary["iterations"].ge(min_iterations)
-        & ~summary["escalated"]
-        & summary["agents"].map(len).ge(2)
-    ].reset_index()
+    escalated = events.loc[events["escalate"], "invocation_id"]
+    cycling = cycling.loc[cycling["transfers"].eq(0) & ~cycling["invocation_id"].isin(escalated)]
     if cycling.empty:
         return as_columns(pd.DataFrame(columns=list(LOOP_COLUMNS)), LOOP_COLUMNS)
+    parents = _loop_agents(spans) if spans is not None and len(spans) else pd.Series(dtype=object)
+    by_span = [
+        next((parents[(inv, a)] for a in agents if (inv, a) in parents.index), None)
+        for inv, agents in zip(cycling["invocation_id"], cycling["agents"], strict=True)
+    ]
+    by_branch = [
+        _branch_parent(branch, agents)
+        for branch, agents in zip(cycling["branch"], cycling["agents"], strict=True)
+    ]
+    cycling["loop_agent"] = [
+        s if s is not None else b for s, b in zip(by_span, by_branch, strict=True)
+    ]
     mine = state_writes.loc[state_writes["invocation_id"].isin(cycling["invocation_id"])]
     written = per_group(mine["key"], mine["invocation_id"]).map(lambda k: tuple(sorted(set(k))))
     keys = list(dict.fromkeys(exit_keys))
@@ -208,5 +315,4 @@ def silent_loops(
     ]
     if keys:  # an exit key that was written: the loop could end; not this signature
         cycling = cycling.loc[cycling["exit_key"].notna()]
-    out = cycling.rename(columns={"_loop": "loop_agent"})
-    return as_columns(out.sort_values(["invocation_id", "loop_agent"]), LOOP_COLUMNS)
+    return as_columns(cycling.sort_values("invocation_id"), LOOP_COLUMNS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from incidentkit.simulate.model import LedgerRow, iso
@@ -25,11 +26,23 @@ def paused_entry(row: LedgerRow) -> dict[str, Any]:
     }
 
 
-def llm_call_figures(stats: list[RunStat]) -> dict[str, Any]:
-    """Model calls per invocation over runs with ``run.end outcome=ok`` (plugin's llmCalls)."""
-    calls = [float(s.llm_calls) for s in stats if s.outcome == "ok"]
+def llm_call_figures(
+    stats: list[RunStat], *, app: str | None = None, exclude: Iterable[str] = ()
+) -> dict[str, Any]:
+    """Model calls per invocation (the plugin's ``run.end llmCalls``) over the invocations with
+    a run.end, of ``app`` when given, leaving out ``exclude`` (the runaway ones)."""
+    left_out = set(exclude)
+    calls = [
+        float(s.llm_calls)
+        for s in stats
+        if s.outcome is not None
+        and (app is None or s.app == app)
+        and s.invocation_id not in left_out
+    ]
+    scope = f" of app {app}" if app else ""
+    unless = ", except those that hit the limit or loop" if left_out else ""
     return {
-        "population": "invocations with run.end outcome=ok (diagnostics llmCalls)",
+        "population": f"invocations{scope} with a run.end (diagnostics llmCalls){unless}",
         "invocations": len(calls),
         "p50": percentile(calls, 50),
         "p99": percentile(calls, 99),

@@ -1,6 +1,7 @@
 """``runaway``: model calls per invocation, loops, and one invocation that hits maxLlmCalls.
 
-Healthy traffic gives a p99 of about 9 model calls per invocation. On top: a transfer ping-pong
+Everything happens in one app, ``support``: its healthy traffic gives a p99 of about 9 model
+calls per invocation (seed 003: p99 9 -> maxLlmCalls 30). On top: a transfer ping-pong
 between two agents whose descriptions overlap, a tool answering "try again later" that the model
 calls again with identical arguments, and a loop agent whose exit key no sub-agent writes, which
 runs until ``maxLlmCalls`` (500) stops it; its trace, minutes long, is tail-sampled in pieces
@@ -22,7 +23,9 @@ from incidentkit.simulate.traffic import Background
 from incidentkit.simulate.world import World
 
 WINDOW = (at("16:00"), at("16:40"))
-SESSIONS = 8
+APP = "support"
+"""The app every runaway invocation belongs to: the flow judges one app's distribution."""
+SESSIONS = 20
 LIMIT = 500
 PAIR = ("orders_agent", "refunds_agent")
 DESCRIPTIONS = {
@@ -40,7 +43,7 @@ SAMPLE = 0.15
 
 
 def ping_pong(world: World) -> tuple[Bundle, list[str]]:
-    s = world.session("helpdesk")
+    s = world.session(APP)
     inv = Invocation(
         world,
         s,
@@ -58,7 +61,7 @@ def ping_pong(world: World) -> tuple[Bundle, list[str]]:
 
 
 def retries(world: World) -> tuple[Bundle, list[str]]:
-    s = world.session("helpdesk")
+    s = world.session(APP)
     inv = Invocation(
         world,
         s,
@@ -77,7 +80,7 @@ def retries(world: World) -> tuple[Bundle, list[str]]:
 
 
 def loop(world: World) -> Bundle:
-    s = world.session("catalog")
+    s = world.session(APP)
     inv = Invocation(
         world,
         s,
@@ -111,7 +114,7 @@ def loop(world: World) -> Bundle:
 
 def quiet_errors(world: World) -> tuple[list[Bundle], dict[str, Any]]:
     """An errorCode on a normal run, a model.error, a tool.error and an rx.undeliverable."""
-    s = world.session("support")
+    s = world.session(APP)
     inv = Invocation(
         world,
         s,
@@ -125,7 +128,7 @@ def quiet_errors(world: World) -> tuple[list[Bundle], dict[str, Any]]:
         error_message="The response was cut at the maximum output length.",
     )
     truncated = inv.finish()
-    s2 = world.session("support")
+    s2 = world.session(APP)
     inv2 = Invocation(
         world, s2, start=at("16:26:03.700"), root="support_agent", text="Where is order ORD-40404?"
     )
@@ -137,7 +140,7 @@ def quiet_errors(world: World) -> tuple[list[Bundle], dict[str, Any]]:
         "Read timed out",
         root_message="Error in runAsync Flowable execution",
     )
-    s3 = world.session("support")
+    s3 = world.session(APP)
     inv3 = Invocation(
         world, s3, start=at("16:31:45.210"), root="support_agent", text="Cancel order ORD-51515."
     )
@@ -202,14 +205,21 @@ def build(world: World, scale: int) -> Plan:
     quiet, errors = quiet_errors(world)
     core = [pong, retry, limited, *quiet]
     background = Background(
-        start=at("16:00"), end=at("16:39"), sessions=SESSIONS * scale, span_sample=SAMPLE
+        start=at("16:00"),
+        end=at("16:39"),
+        sessions=SESSIONS * scale,
+        apps=(APP,),
+        weights=(1,),
+        span_sample=SAMPLE,
     )
 
     def expected(w: World, events_format: str) -> dict[str, Any]:
-        figures = llm_call_figures(w.stats)
+        flagged = [b.events[0].invocation_id for b in (pong, retry, limited)]
+        figures = llm_call_figures(w.stats, app=APP, exclude=flagged)
         return {
+            "app_name": APP,
             "llm_calls": figures,
-            "recommended_max_llm_calls": math.ceil(3 * figures["p99"]),
+            "recommended_max_llm_calls": 5 * math.ceil(3 * figures["p99"] / 5),  # 27 -> 30
             "max_llm_calls": LIMIT,
             "limit_hits": [
                 {

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 from conftest import INCIDENT_DB_PASSWORD
 
-from incidentkit.errors import ParameterError
+import incidentkit as ik
+from incidentkit.errors import ParameterError, SourceError
 from incidentkit.findings import Findings
 from incidentkit.flows import latency_cliff as lc
 from incidentkit.runner import run_flow
@@ -172,7 +173,8 @@ def test_spans_alone_time_the_runs_and_say_they_cannot_show_a_hang(tmp_path: Pat
 
 
 def test_without_a_ledger_the_apps_come_from_the_event_log(tmp_path: Path) -> None:
-    with pytest.raises(ParameterError, match="the event log holds expenses, invoicing, support"):
+    logged = pd.read_json(CLIFF / "events.jsonl", lines=True)["appName"].unique()
+    with pytest.raises(ParameterError, match=f"the event log holds {', '.join(sorted(logged))};"):
         lc.setup(_without(tmp_path, "ledger"))
     findings = _steps(tmp_path / "pack", app_name="support")
     assert findings["summary"]["open_invocations"] == TRUTH["open_since_cliff"]
@@ -197,6 +199,14 @@ def test_a_source_the_flow_does_not_read_cannot_stop_it(tmp_path: Path) -> None:
     pack = tmp_path / "pack"
     shutil.copytree(CLIFF, pack)
     (pack / "journal.jsonl").write_text("", encoding="utf-8")  # an empty file is refused
+    manifest = pack / "evidence.toml"
+    text = manifest.read_text(encoding="utf-8")
+    if "[journal]" not in text:
+        head, apps = text.split("\n[apps.", 1)
+        journal = '[journal]\npath = "journal.jsonl"\nformat = "jsonl"\n'
+        manifest.write_text(f"{head}\n{journal}\n[apps.{apps}", encoding="utf-8")
+    with pytest.raises(SourceError, match="the file is empty"):
+        ik.open_evidence(pack).frame("journal")
     findings = _steps(pack, app_name="support")
     assert findings["verdict"] == "ACTION_NEEDED"
     assert findings["summary"]["rejects"] == 0

@@ -44,7 +44,8 @@ def test_settings_come_from_the_app_profile_and_parameters_win() -> None:
 
 
 def test_the_app_comes_from_the_manifest_else_the_ledger_else_an_error(tmp_path: Path) -> None:
-    listed = r"the ledger holds invoicing, support, travel; give -p app_name"
+    apps = ", ".join(sorted(pd.read_csv(CRASH / "ledger.csv")["app_name"].unique()))
+    listed = rf"the ledger holds {apps}; give -p app_name"
     with pytest.raises(ParameterError, match=listed):
         orphans.setup(CRASH)
     pinned = _pack(tmp_path / "a", lambda text: 'app_name = "invoicing"\n' + text)

@@ -90,16 +90,14 @@ def test_a_repeat_is_one_tool_with_identical_arguments_three_times() -> None:
 
 
 def test_a_silent_loop_cycles_without_escalate_or_its_exit_key() -> None:
-    cycle = [{"author": a, "branch": f"review_loop.{a}"} for a in ["writer", "critic"] * 3]
-    loop = events(*cycle)
-    writes = build("state_writes", [{"event_id": "ev0", "invocation_id": "e-1", "key": "draft"}])
+    cycle = [{"author": a} for a in ["writer", "critic"] * 3]  # ADK stores no loop branch
+    loop = events({"author": "user"}, *cycle)
+    writes = build("state_writes", [{"event_id": "ev1", "invocation_id": "e-1", "key": "draft"}])
     [row] = silent_loops(loop, writes, exit_keys=["review:approved"]).to_dict("records")
-    assert (row["loop_agent"], row["agents"], row["iterations"]) == (
-        "review_loop",
-        ("writer", "critic"),
-        3,
-    )
+    assert pd.isna(row["loop_agent"])  # no span nesting, no branch: the loop agent is unknown
+    assert (row["agents"], row["iterations"]) == (("writer", "critic"), 3)
     assert (row["exit_key"], row["keys_written"]) == ("review:approved", ("draft",))
+    assert row["event_ids"] == tuple(f"ev{i}" for i in range(1, 7))
     unknown = silent_loops(loop, writes)
     assert unknown["exit_key"].isna().all() and len(unknown) == 1  # the key is unknown
     exits = build("state_writes", [{"invocation_id": "e-1", "key": "review:approved"}])
@@ -107,6 +105,32 @@ def test_a_silent_loop_cycles_without_escalate_or_its_exit_key() -> None:
     escalated = events(*cycle[:-1], {**cycle[-1], "escalate": True})
     assert silent_loops(escalated, writes, exit_keys=["review:approved"]).empty
     assert silent_loops(events(*cycle[:4]), writes).empty  # two iterations are not a loop
+    handed = events(
+        *({"author": a, "transfer_to_agent": b} for a, b in [("a", "b"), ("b", "a")] * 3)
+    )
+    assert silent_loops(handed, writes).empty  # agents taking turns by transfer: a ping-pong
+    tools = events(*({"author": "agent"} for _ in range(8)))  # one agent's calls: one turn
+    assert silent_loops(tools, writes).empty
+    three = events(*({"author": a} for a in ["plan", "write", "check"] * 3))
+    assert silent_loops(three, writes)["agents"].tolist() == [("plan", "write", "check")]
+
+
+def test_the_loop_agent_is_named_by_span_nesting_or_a_parallel_branch() -> None:
+    cycle = [{"author": a} for a in ["writer", "critic"] * 3]
+    spans = build(
+        "spans",
+        [
+            {"span_id": "1", "kind": "invoke_agent", "agent_name": "review_loop"},
+            {"span_id": "2", "parent_span_id": "1", "kind": "invoke_agent", "agent_name": "critic"},
+        ],
+    ).assign(invocation_id="e-1")
+    writes = build("state_writes", [])
+    nested = silent_loops(events(*cycle), writes, spans=spans)
+    assert nested["loop_agent"].tolist() == ["review_loop"]
+    java = events(*({**row, "branch": f"fan.review_loop.{row['author']}"} for row in cycle))
+    assert silent_loops(java, writes)["loop_agent"].tolist() == ["review_loop"]
+    python = events(*({**row, "branch": "fan.review_loop"} for row in cycle))
+    assert silent_loops(python, writes)["loop_agent"].tolist() == ["review_loop"]
 
 
 def test_the_runaway_pack_shows_each_signature_of_its_truth() -> None:
@@ -128,7 +152,7 @@ def test_the_runaway_pack_shows_each_signature_of_its_truth() -> None:
     assert expected["error_text"] in repeat["error_string"]
     loop = truth["loop"]
     [found] = silent_loops(
-        incident.events, incident.state_writes, exit_keys=[loop["exit_key"]]
+        incident.events, incident.state_writes, spans=incident.spans, exit_keys=[loop["exit_key"]]
     ).to_dict("records")
     assert (found["invocation_id"], found["loop_agent"], found["exit_key"]) == (
         loop["invocation_id"],

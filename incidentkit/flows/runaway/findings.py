@@ -1,0 +1,279 @@
+"""The runaway flow's findings: the distribution and the limit it should have, the invocations
+that hit it, the loops that burned the calls, and what they cost.
+
+Item ids and row fields are a contract (``docs/findings.md``); scripts read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from incidentkit.findings import (
+    ROW_LIMIT,
+    Finding,
+    Findings,
+    Provenance,
+    Severity,
+    iso_text,
+    rows_of,
+    verdict_of,
+)
+from incidentkit.flows._text import join_text
+from incidentkit.flows.runaway.limits import DEFAULT_FROM
+from incidentkit.flows.runaway.signatures import Signature
+from incidentkit.flows.runaway.triage import RunawayReport
+
+FLOW = "runaway"
+MODEL_CALLS_ROW = [
+    *("invocations", "p50", "p95", "p99", "max", "healthy_p99"),
+    *("recommended_max_llm_calls", "configured_max_llm_calls", "source", "sources_agree"),
+]
+HIT_ROW = ["invocation_id", "run_id", "model_calls", "limit", "evidence"]
+LOOP_ROW = [
+    *("invocation_id", "kind", "agents", "tool", "args", "repeats", "error_string"),
+    *("iterations", "model_calls", "hit_limit"),
+]
+COST_ROW = ["invocation_id", "tokens", "share", "cost"]
+CAVEAT = (
+    "Give a long-running agent (a batch job, a research agent) its own RunConfig with a higher "
+    "limit instead of raising the global one."
+)
+
+
+SHOWN_LOOPS = 3
+"""Signatures a title names; the rest are counted."""
+
+
+def _number(value: float) -> str:
+    """A count or percentile as people read it: ``9``, ``6.8``, ``176``."""
+    if pd.isna(value):
+        return "n/a"
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def loop_text(row: Mapping[Any, Any]) -> str:
+    """One signature in words: which agents, which tool with which arguments, which loop."""
+    kind = row["kind"]
+    calls = "" if pd.isna(row["model_calls"]) else f", {row['model_calls']} model calls"
+    if kind == Signature.TRANSFER_PING_PONG:
+        return (
+            f"{join_text(row['agents'])} transfer back and forth ({row['transfers']} transfers"
+            f"{calls})"
+        )
+    if kind == Signature.REPEATED_IDENTICAL_CALL:
+        answer = f", answered {row['error_string']!r}" if pd.notna(row["error_string"]) else ""
+        return f"{row['tool']}({_args(row['args'])}) called {row['repeats']} times{answer}{calls}"
+    agent = row["loop_agent"] if pd.notna(row["loop_agent"]) else "a loop agent"
+    key = (
+        f"its exit key {row['exit_key']} is written by nobody"
+        if pd.notna(row["exit_key"])
+        else "no sub-agent escalates (exit key unknown)"
+    )
+    return (
+        f"{agent} ran {join_text(row['agents'])} for {row['iterations']} iterations: {key}{calls}"
+    )
+
+
+def _args(args: Any) -> str:
+    if isinstance(args, Mapping):
+        return ", ".join(f"{k}={v!r}" for k, v in args.items())
+    return "" if args is None else str(args)
+
+
+def _model_calls(report: RunawayReport) -> Finding:
+    row = report.model_calls.iloc[0]
+    recommended = report.recommended
+    configured = f"maxLlmCalls {report.configured} ({report.configured_from})"
+    wanted = (
+        f"{recommended} recommended (3 x healthy p99 {_number(report.healthy_p99)})"
+        if recommended is not None
+        else "no recommendation (no healthy invocation counted)"
+    )
+    far = report.far_above
+    assumed = report.configured_from == DEFAULT_FROM
+    if far:
+        action = (
+            f"Set RunConfig maxLlmCalls to {recommended}: the configured limit lets a loop burn "
+            f"{report.configured} calls before it stops. {CAVEAT}"
+        )
+    elif assumed and recommended is not None:
+        action = (
+            f"Check the app's RunConfig; unless it sets one, ADK stops a loop only at "
+            f"{report.configured} calls: set maxLlmCalls {recommended} and record it as "
+            f"max_llm_calls in [apps.<app>]. {CAVEAT}"
+        )
+    else:
+        action = f"None for the limit. {CAVEAT}"
+    return Finding(
+        f"{FLOW}/model-calls",
+        Severity.WARNING if far else Severity.INFO,
+        f"model calls per invocation: p50 {_number(row['p50'])}, p99 {_number(row['p99'])}, max "
+        f"{_number(row['max'])}; {configured}, {wanted}",
+        f"Over {row['invocations']} invocations of {report.baseline}, counted by "
+        f"{row['source'] or 'no source'}. The healthy p99 leaves out the invocations that hit "
+        "the limit or carry a loop signature; a healthy turn makes a handful of calls, so a "
+        "limit far above it is a backstop, not a budget.",
+        action,
+        rows_of(report.model_calls, MODEL_CALLS_ROW),
+    )
+
+
+def _hits(report: RunawayReport, limit: int | None) -> Finding | None:
+    hits = report.hits
+    if hits.empty:
+        return None
+    return Finding(
+        f"{FLOW}/hit-limit",
+        Severity.CRITICAL,
+        f"{len(hits)} invocation(s) hit maxLlmCalls {report.configured}",
+        "ADK stopped them with LlmCallsLimitExceeded after every call up to the limit had been "
+        "made and paid for. ADK Python stores an error event; ADK Java stores none, so the "
+        "plugin's run.error lines, the spans' error status and the count are the evidence.",
+        "Fix the loop each one carries (below), then lower the limit to the recommendation.",
+        rows_of(hits, HIT_ROW, limit=limit),
+        len(hits),
+    )
+
+
+def _loops(report: RunawayReport, limit: int | None) -> Finding | None:
+    loops = report.loops
+    if loops.empty:
+        return None
+    worst = loops.sort_values("model_calls", ascending=False, na_position="last", kind="stable")
+    named = [loop_text(row) for row in worst.head(SHOWN_LOOPS).to_dict("records")]
+    more = f"; and {len(loops) - SHOWN_LOOPS} more" if len(loops) > SHOWN_LOOPS else ""
+    return Finding(
+        f"{FLOW}/loops",
+        Severity.CRITICAL,
+        f"{len(loops)} loop(s) in {loops['invocation_id'].nunique()} invocation(s): "
+        + "; ".join(named)
+        + more,
+        "transfer_ping_pong: two agents whose descriptions claim the same task hand the "
+        "conversation back and forth; repeated_identical_call: a tool answers with an error or "
+        "a retry hint and the model obliges with the same arguments; "
+        "loop_agent_exit_never_written: a loop agent's exit depends on state no sub-agent "
+        "writes.",
+        "Ping-pong: make the two agents' descriptions disjoint (one owns the task). Repeat: "
+        "return a terminal error the model cannot retry (no 'try again later'), or retry inside "
+        "the tool with a budget. Loop: have a sub-agent write the exit key (or escalate), and "
+        "give the LoopAgent max_iterations.",
+        rows_of(loops, LOOP_ROW, limit=limit),
+        len(loops),
+    )
+
+
+def _cost(report: RunawayReport, limit: int | None) -> Finding | None:
+    cost = report.cost
+    if cost.empty:
+        return None
+    tokens = int(cost["tokens"].fillna(0).sum())
+    share = tokens / report.total_tokens if report.total_tokens else float("nan")
+    money = (
+        f", {cost['cost'].sum():.2f} at {report.price_per_1k_tokens:g} per 1k tokens"
+        if report.price_per_1k_tokens is not None
+        else ""
+    )
+    recommended = report.recommended
+    capped = (
+        f"Lower maxLlmCalls to {recommended}: the next loop then stops after {recommended} "
+        f"calls instead of {report.configured}, and its prompt has less history to re-send."
+        if recommended is not None and recommended < report.configured
+        else "Fix the loops above: each call re-sends the history, so every turn costs more."
+    )
+    return Finding(
+        f"{FLOW}/cost",
+        Severity.WARNING,
+        f"the runaway invocations spent {tokens:,} tokens, {share:.0%} of all "
+        f"{report.total_tokens:,} in the window{money}",
+        "Tokens from the usage metadata of each model call (events, else spans). History is "
+        "re-sent on every call, so a loop's prompt grows with each turn: its cost grows faster "
+        "than its call count.",
+        capped,
+        rows_of(cost, COST_ROW, limit=limit),
+        len(cost),
+    )
+
+
+def runaway_findings(
+    report: RunawayReport,
+    *,
+    title: str | None = None,
+    window: tuple[Any, Any] | None = None,
+    rejects: pd.DataFrame | None = None,
+    row_limit: int | None = ROW_LIMIT,
+    parameters: Mapping[str, Any] | None = None,
+) -> Findings:
+    """The findings of the runaway flow, from :func:`.triage.triage_runaway`.
+
+    Verdict: INCOMPLETE_EVIDENCE when ``rejects`` (unread rows of the flow's sources) is not
+    empty or no source counts a model call; else ACTION_NEEDED when an invocation hit the
+    limit or looped, or the configured limit is far above the recommendation; else CLEAN.
+    """
+    rejects = rejects if rejects is not None else pd.DataFrame()
+    items: list[Finding] = []
+    if len(rejects):
+        items.append(
+            Finding(
+                f"{FLOW}/rejects",
+                Severity.WARNING,
+                f"{len(rejects)} evidence row(s) could not be read",
+                "Rows the loaders rejected are missing from every view below.",
+                "Fix or re-export the rows listed, then run the flow again.",
+                rows_of(rejects, None, limit=row_limit),
+                len(rejects),
+            )
+        )
+    if report.source is None:
+        items.append(
+            Finding(
+                f"{FLOW}/no-model-calls",
+                Severity.WARNING,
+                "no source counts a model call of this app",
+                " ".join(report.notes),
+                "Add the diagnostics log (run.end llmCalls), the event log or the spans to the "
+                "manifest, and check its window and app_name.",
+            )
+        )
+    ordered = (
+        _hits(report, row_limit),  # which invocations ran away, and why
+        _loops(report, row_limit),
+        _model_calls(report),  # what the limit is and what it should be
+        _cost(report, row_limit),  # what the loops cost
+    )
+    items += [item for item in ordered if item is not None]
+    differ = report.disagreements
+    if len(differ):
+        items.append(
+            Finding(
+                f"{FLOW}/source-disagreements",
+                Severity.INFO,
+                f"{len(differ)} invocation(s) counted differently by two sources",
+                "Final counts only: a model call that failed leaves a span and maybe no event; "
+                "a tail sampler that kept only part of a long trace leaves fewer call_llm spans.",
+                "None: the counts above come from the best source; check a row before trusting "
+                "the other source for it.",
+                rows_of(differ, None, limit=row_limit),
+                len(differ),
+            )
+        )
+    flagged = report.flagged
+    summary = {
+        "invocations": len(report.counted),
+        "flagged": len(flagged),
+        "hit_limit": len(report.hits),
+        "loops": len(report.loops),
+        "configured_max_llm_calls": report.configured,
+        "tokens": report.total_tokens,
+        "runaway_tokens": int(report.cost["tokens"].fillna(0).sum()),
+        "source_disagreements": len(differ),
+        "rejects": len(rejects),
+    }
+    if report.recommended is not None:
+        summary["recommended_max_llm_calls"] = report.recommended
+    incomplete = len(rejects) > 0 or report.source is None
+    verdict = verdict_of(items, incomplete=incomplete)
+    provenance = Provenance(title, window, iso_text(report.as_of), dict(parameters or {}))
+    return Findings(FLOW, verdict, summary, tuple(items), provenance)

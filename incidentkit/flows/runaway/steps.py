@@ -1,0 +1,230 @@
+"""The runaway flow's steps: what its notebook's cells call, one call per cell."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import pandas as pd
+
+from incidentkit.errors import ParameterError
+from incidentkit.evidence import Evidence
+from incidentkit.findings import Findings
+from incidentkit.flows import FLOWS
+from incidentkit.flows.common import (
+    Settings,
+    begin,
+    flow_rejects,
+    frame_of,
+    notes_view,
+    up_to,
+)
+from incidentkit.flows.common import setting as profile_setting
+from incidentkit.flows.runaway.findings import runaway_findings
+from incidentkit.flows.runaway.signatures import MIN_REPEATS
+from incidentkit.flows.runaway.triage import Frames, RunawayReport, triage_runaway
+from incidentkit.manifest import Window
+from incidentkit.times import utc_timestamp
+
+FLOW = "runaway"
+SECTIONS = FLOWS[FLOW].sections
+
+
+def _whole(name: str, value: Any, *, least: int, example: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ParameterError(
+            f"{name} is not a whole number of at least {least}", value=value, fix=example
+        )
+    return value
+
+
+def _keys(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(k, str) and k.strip() for k in value
+    ):
+        raise ParameterError(
+            "loop_exit_keys is not a list of state keys",
+            value=value,
+            fix="give a list, e.g. -p loop_exit_keys '[\"review:approved\"]', or set "
+            "loop_exit_keys in [apps.<app>]",
+        )
+    return tuple(k.strip() for k in value)
+
+
+def _price(value: Any) -> float | None:
+    if value in (None, "", 0, 0.0):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ParameterError(
+            "price_per_1k_tokens is not a positive number",
+            value=value,
+            fix="give the model's price per 1,000 tokens, e.g. 0.0003 (0: no money shown)",
+        )
+    return float(value)
+
+
+def baseline_window(text: Any, as_of: pd.Timestamp) -> Window | None:
+    """The baseline window: empty means none (the incident window's own invocations); a
+    duration (``7d``) ends at ``as_of``; ``START/END`` gives both ends in UTC."""
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return None
+    raw = str(text).strip()
+    fix = 'give a duration before as_of such as "7d" or "24h", or START/END in UTC'
+    if "/" in raw:
+        start_text, _, end_text = raw.partition("/")
+        start = utc_timestamp(start_text.strip(), what="baseline start")
+        end = utc_timestamp(end_text.strip(), what="baseline end")
+        if end <= start:
+            raise ParameterError("baseline ends before it starts", value=raw, fix=fix)
+        return Window(start, end)
+    try:
+        span: pd.Timedelta | None = pd.Timedelta(raw)
+    except ValueError:
+        span = None
+    if span is None or pd.isna(span) or span <= pd.Timedelta(0):
+        raise ParameterError("baseline is not a duration or a START/END window", value=raw, fix=fix)
+    return Window(as_of - span, as_of + pd.Timedelta(microseconds=1))
+
+
+def setup(
+    evidence: Evidence | str | os.PathLike[str],
+    *,
+    app_name: str = "",
+    as_of: Any = "",
+    baseline: str = "",
+    max_llm_calls: int = 0,
+    loop_exit_keys: list[str] | None = None,
+    min_repeats: int = 0,
+    price_per_1k_tokens: float = 0.0,
+) -> tuple[Evidence, Settings]:
+    """The incident narrowed to one app, and the flow's settings.
+
+    ``max_llm_calls`` and ``loop_exit_keys`` come from the parameters, else ``[apps.<app>]``
+    (neither is required: the limit error names the limit, and a loop without a known exit key
+    is still found); ``min_repeats`` defaults to 3; ``baseline`` to none; ``as_of`` to the
+    window's end, or now when the manifest has no window.
+    """
+    incident, app, values, sources = begin(
+        FLOW, evidence, app_name=app_name, as_of=as_of, now_without_window=True
+    )
+    limit, sources["max_llm_calls"] = profile_setting(
+        incident, FLOW, app, "max_llm_calls", max_llm_calls, default=None
+    )
+    values["max_llm_calls"] = (
+        None
+        if limit is None
+        else _whole("max_llm_calls", limit, least=1, example="give the RunConfig limit, e.g. 500")
+    )
+    keys, sources["loop_exit_keys"] = profile_setting(
+        incident, FLOW, app, "loop_exit_keys", loop_exit_keys, default=[]
+    )
+    values["loop_exit_keys"] = list(_keys(keys))
+    values["min_repeats"] = _whole(
+        "min_repeats",
+        min_repeats or MIN_REPEATS,
+        least=2,
+        example="give how many identical calls make a repeat, e.g. 3",
+    )
+    sources["min_repeats"] = "parameter" if min_repeats else "default"
+    values["price_per_1k_tokens"] = _price(price_per_1k_tokens)
+    sources["price_per_1k_tokens"] = "parameter" if price_per_1k_tokens else "default"
+    window = baseline_window(baseline, values["as_of"])
+    values["baseline"] = (
+        None if window is None else f"{window.start.isoformat()}/{window.end.isoformat()}"
+    )
+    sources["baseline"] = "parameter" if window is not None else "default"
+    return up_to(incident, values["as_of"]), Settings(FLOW, app, values, sources)
+
+
+def _frames(evidence: Evidence) -> Frames:
+    return Frames(
+        runs=frame_of(evidence, "ledger", "runs"),
+        events=frame_of(evidence, "events", "events"),
+        calls=frame_of(evidence, "events", "calls"),
+        responses=frame_of(evidence, "events", "responses"),
+        state_writes=frame_of(evidence, "events", "state_writes"),
+        spans=frame_of(evidence, "spans", "spans"),
+        diagnostics=frame_of(evidence, "diagnostics", "diagnostics"),
+    )
+
+
+def triage(evidence: Evidence, settings: Settings) -> RunawayReport:
+    """The flow on the app's evidence: counts, limit hits, loops, the recommendation, cost."""
+    baseline: Frames | None = None
+    label = "the incident window"
+    if settings["baseline"] is not None:
+        start, _, end = str(settings["baseline"]).partition("/")
+        window = Window(pd.Timestamp(start), pd.Timestamp(end))
+        baseline = _frames(evidence.narrowed(replace(evidence.filters, window=window)))
+        label = f"the baseline {window.start:%Y-%m-%d %H:%M} to {window.end:%Y-%m-%d %H:%M} UTC"
+    return triage_runaway(
+        _frames(evidence),
+        as_of=settings["as_of"],
+        baseline=baseline,
+        baseline_label=label,
+        max_llm_calls=settings["max_llm_calls"],
+        loop_exit_keys=tuple(settings["loop_exit_keys"]),
+        min_repeats=settings["min_repeats"],
+        price_per_1k_tokens=settings["price_per_1k_tokens"],
+    )
+
+
+def findings(report: RunawayReport, evidence: Evidence, settings: Settings) -> Findings:
+    """The flow's findings, with the incident's title, window, settings and rejects."""
+    window = evidence.filters.window
+    parameters = {**settings.as_dict(), "settings_from": dict(settings.sources)}
+    return runaway_findings(
+        report,
+        title=evidence.title,
+        window=None if window is None else (window.start, min(window.end, settings["as_of"])),
+        rejects=flow_rejects(evidence, SECTIONS),
+        parameters=parameters,
+    )
+
+
+SHOWN: Mapping[str, tuple[str, ...]] = {
+    "model_calls": (
+        *("invocations", "p50", "p95", "p99", "max", "healthy_p99"),
+        *("recommended_max_llm_calls", "configured_max_llm_calls", "source", "sources_agree"),
+    ),
+    "hits": ("invocation_id", "run_id", "model_calls", "limit", "evidence"),
+    "loops": (
+        *("invocation_id", "kind", "agents", "loop_agent", "exit_key", "tool", "args"),
+        *("repeats", "error_string", "iterations", "model_calls", "hit_limit"),
+    ),
+    "cost": ("invocation_id", "kind", "model_calls", "tokens", "share", "cost"),
+    "steps": ("ts", "author", "step", "what", "model_call", "prompt_tokens", "total_tokens"),
+    "disagreements": ("invocation_id", "source", "model_calls", "other_source", "other_calls"),
+}
+"""The columns each view shows in the report; findings.json keeps every contract column."""
+
+
+HEAD, TAIL = 20, 10
+"""Steps of a long invocation shown: how the loop starts, and how it ends."""
+
+
+def elided(frame: pd.DataFrame) -> pd.DataFrame:
+    """The first :data:`HEAD` and last :data:`TAIL` rows, with a row saying how many are left
+    out between them (a 500-call loop reads in thirty rows)."""
+    if len(frame) <= HEAD + TAIL + 1:
+        return frame
+    gap = pd.DataFrame({"what": [f"... {len(frame) - HEAD - TAIL} more steps ..."]})
+    return pd.concat([frame.head(HEAD), gap, frame.tail(TAIL)], ignore_index=True)
+
+
+def table(report: RunawayReport, view: str) -> Any:
+    """One view of the report (``"model_calls"``, ``"hits"``, ``"loops"``, ...) for people;
+    a long invocation's steps are elided in the middle."""
+    from incidentkit.report import table as people_table
+
+    frame = getattr(report, view)
+    return people_table(elided(frame) if view == "steps" else frame, SHOWN[view])
+
+
+def notes(report: RunawayReport) -> Any:
+    """What the flow cannot tell from the sources present, as Markdown."""
+    return notes_view(report.notes)

@@ -1,0 +1,257 @@
+"""The runaway flow on the simulated incident (ADK Java and ADK Python) and on healthy traffic,
+step by step and through real papermill runs from files, SQLite and PostgreSQL, against the
+pack's truth."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import INCIDENT_DB_PASSWORD
+
+from incidentkit.errors import ParameterError
+from incidentkit.findings import Findings
+from incidentkit.flows import runaway as ra
+from incidentkit.runner import run_flow
+from incidentkit.simulate import simulate
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
+RUNAWAY = FIXTURES / "runaway"
+HEALTHY = FIXTURES / "healthy"
+TRUTH: dict[str, Any] = json.loads((RUNAWAY / "truth.json").read_text())["expected"]
+APP = TRUTH["app_name"]
+ITEM_FIELDS = {
+    "runaway/model-calls": {
+        *("invocations", "p50", "p95", "p99", "max", "healthy_p99"),
+        *("recommended_max_llm_calls", "configured_max_llm_calls", "source", "sources_agree"),
+    },
+    "runaway/hit-limit": {"invocation_id", "run_id", "model_calls", "limit", "evidence"},
+    "runaway/loops": {
+        *("invocation_id", "kind", "agents", "tool", "args", "repeats", "error_string"),
+        *("iterations", "model_calls", "hit_limit"),
+    },
+    "runaway/cost": {"invocation_id", "tokens", "share", "cost"},
+}
+
+
+def _items(findings: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {item["id"]: item for item in findings["items"]}
+
+
+def assert_matches_truth(findings: dict[str, Any], *, limit_from: str) -> None:
+    """The findings.json of a run on the runaway pack say what truth.json says."""
+    items = _items(findings)
+    for fid, fields in ITEM_FIELDS.items():
+        assert set(items[fid]["rows"][0]) == fields, fid  # the contract, exactly
+    [calls] = items["runaway/model-calls"]["rows"]
+    assert calls["healthy_p99"] == TRUTH["llm_calls"]["p99"]
+    assert calls["recommended_max_llm_calls"] == TRUTH["recommended_max_llm_calls"]
+    assert calls["configured_max_llm_calls"] == TRUTH["max_llm_calls"]
+    assert calls["max"] == TRUTH["max_llm_calls"]
+    assert findings["evidence"]["parameters"]["app_name"] == APP
+    assert limit_from in items["runaway/model-calls"]["title"]
+    [hit] = items["runaway/hit-limit"]["rows"]
+    [expected] = TRUTH["limit_hits"]
+    assert (hit["invocation_id"], hit["model_calls"], hit["limit"]) == (
+        expected["invocation_id"],
+        expected["llm_calls"],
+        TRUTH["max_llm_calls"],
+    )
+    assert hit["run_id"]
+    loops = {row["kind"]: row for row in items["runaway/loops"]["rows"]}
+    assert set(loops) == {
+        "transfer_ping_pong",
+        "repeated_identical_call",
+        "loop_agent_exit_never_written",
+    }
+    pong, repeat, loop = (
+        loops["transfer_ping_pong"],
+        loops["repeated_identical_call"],
+        loops["loop_agent_exit_never_written"],
+    )
+    assert pong["invocation_id"] == TRUTH["ping_pong"]["invocation_id"]
+    assert pong["agents"] == sorted(TRUTH["ping_pong"]["agents"])
+    assert (pong["tool"], pong["repeats"], pong["hit_limit"]) == (None, None, False)
+    want = TRUTH["repeated_call"]
+    assert (repeat["invocation_id"], repeat["tool"], repeat["args"], repeat["repeats"]) == (
+        want["invocation_id"],
+        want["tool"],
+        want["args"],
+        want["repeats"],
+    )
+    assert want["error_text"] in repeat["error_string"]
+    assert loop["invocation_id"] == TRUTH["loop"]["invocation_id"]
+    assert (loop["hit_limit"], loop["model_calls"]) == (True, TRUTH["max_llm_calls"])
+    assert loop["iterations"] == TRUTH["max_llm_calls"] // 2
+    title = items["runaway/loops"]["title"]
+    assert TRUTH["loop"]["agent"] in title and TRUTH["loop"]["exit_key"] in title
+    cost = {row["invocation_id"]: row for row in items["runaway/cost"]["rows"]}
+    assert set(cost) == {pong["invocation_id"], repeat["invocation_id"], loop["invocation_id"]}
+    assert cost[loop["invocation_id"]]["tokens"] > cost[pong["invocation_id"]]["tokens"] > 0
+    assert 0.5 < sum(row["share"] for row in cost.values()) < 1
+    assert findings["summary"]["flagged"] == 3
+
+
+def _steps(evidence: Path | str, **parameters: Any) -> dict[str, Any]:
+    incident, settings = ra.setup(evidence, **parameters)
+    report = ra.triage(incident, settings)
+    return json.loads(ra.findings(report, incident, settings).to_json())
+
+
+def test_the_steps_on_the_runaway_pack_match_its_truth() -> None:
+    findings = _steps(RUNAWAY, app_name=APP)
+    assert (findings["flow"], findings["verdict"]) == ("runaway", "ACTION_NEEDED")
+    assert_matches_truth(findings, limit_from="the limit error's message")
+    settings = findings["evidence"]["parameters"]
+    assert settings["loop_exit_keys"] == [TRUTH["loop"]["exit_key"]]
+    assert settings["settings_from"]["loop_exit_keys"] == f"[apps.{APP}]"
+
+
+def test_the_adk_python_pack_hits_the_limit_by_its_stored_error_event(tmp_path: Path) -> None:
+    pack = simulate("runaway", tmp_path / "pack", events_format="adk-python")
+    findings = _steps(pack, app_name=APP)
+    assert_matches_truth(findings, limit_from="the limit error's message")
+    [hit] = _items(findings)["runaway/hit-limit"]["rows"]
+    assert "error event LlmCallsLimitExceededError" in hit["evidence"]
+
+
+def test_a_configured_limit_far_above_the_recommendation_needs_action() -> None:
+    findings = _steps(HEALTHY, app_name="support", max_llm_calls=500)
+    assert findings["verdict"] == "ACTION_NEEDED"
+    item = _items(findings)["runaway/model-calls"]
+    assert item["severity"] == "WARNING" and "Set RunConfig maxLlmCalls" in item["action"]
+    near = _steps(HEALTHY, app_name="support", max_llm_calls=40)  # under 3 x the recommendation
+    assert near["verdict"] == "CLEAN"
+
+
+@pytest.mark.parametrize("app", ["support", "invoicing", "travel", "expenses"])
+def test_every_app_of_the_healthy_pack_is_clean(app: str) -> None:
+    findings = _steps(HEALTHY, app_name=app)
+    assert findings["verdict"] == "CLEAN", [i["id"] for i in findings["items"]]
+    assert set(_items(findings)) == {"runaway/model-calls"}
+    assert findings["summary"]["flagged"] == 0
+
+
+def _without(tmp_path: Path, *sections: str) -> Path:
+    """A copy of the runaway pack whose manifest leaves ``sections`` out."""
+    pack = tmp_path / "pack"
+    shutil.copytree(RUNAWAY, pack)
+    manifest = pack / "evidence.toml"
+    text = manifest.read_text(encoding="utf-8")
+    for section in sections:
+        text = re.sub(rf"\n\[{section}\]\n(?:[^\[\n][^\n]*\n)*", "\n", text)
+    manifest.write_text(text, encoding="utf-8")
+    return pack
+
+
+def test_without_the_plugin_log_the_events_count_and_the_spans_show_the_hit(
+    tmp_path: Path,
+) -> None:
+    incident, settings = ra.setup(_without(tmp_path, "diagnostics"), app_name=APP)
+    report = ra.triage(incident, settings)
+    assert report.source == "events"
+    assert any("No diagnostics run.end lines" in note for note in report.notes)
+    [hit] = report.hits.to_dict("records")
+    assert "status ERROR" in hit["evidence"] and "diagnostics" not in hit["evidence"]
+    assert hit["model_calls"] == TRUTH["max_llm_calls"]
+
+
+def test_without_events_no_loop_is_seen_and_the_notes_say_why(tmp_path: Path) -> None:
+    findings = _steps(_without(tmp_path, "events", "journal"), app_name=APP)
+    items = _items(findings)
+    assert "runaway/loops" not in items
+    assert len(items["runaway/hit-limit"]["rows"]) == 1
+    incident, settings = ra.setup(tmp_path / "pack", app_name=APP)
+    assert any("No event log" in note for note in ra.triage(incident, settings).notes)
+
+
+def test_a_baseline_window_gives_the_distribution_and_the_window_the_rows() -> None:
+    whole = "2026-11-29T16:00:00Z/2026-11-29T16:40:00Z"  # the pack's traffic, past as_of too
+    findings = _steps(RUNAWAY, app_name=APP, as_of="2026-11-29T16:15:00Z", baseline=whole)
+    items = _items(findings)
+    assert "baseline" in items["runaway/model-calls"]["detail"]
+    [calls] = items["runaway/model-calls"]["rows"]
+    assert calls["healthy_p99"] == TRUTH["llm_calls"]["p99"]  # the whole pack's traffic
+    assert {row["invocation_id"] for row in items["runaway/loops"]["rows"]} == {
+        TRUTH["ping_pong"]["invocation_id"],
+        TRUTH["loop"]["invocation_id"],
+    }  # the repeat started at 16:21, after as_of
+    before = _items(_steps(RUNAWAY, app_name=APP, as_of="2026-11-29T16:15:00Z", baseline="1h"))
+    assert before["runaway/model-calls"]["rows"][0]["invocations"] < calls["invocations"]
+
+
+def test_settings_errors_name_the_value_and_the_fix() -> None:
+    with pytest.raises(ParameterError, match="baseline is not a duration"):
+        ra.setup(RUNAWAY, app_name=APP, baseline="last week")
+    with pytest.raises(ParameterError, match="baseline ends before it starts"):
+        ra.setup(RUNAWAY, app_name=APP, baseline="2026-11-29T16:00Z/2026-11-28T16:00Z")
+    with pytest.raises(ParameterError, match="max_llm_calls is not a whole number"):
+        ra.setup(RUNAWAY, app_name=APP, max_llm_calls=-3)
+    with pytest.raises(ParameterError, match="loop_exit_keys is not a list"):
+        ra.setup(RUNAWAY, app_name=APP, loop_exit_keys=[""])
+    with pytest.raises(ParameterError, match="min_repeats is not a whole number of at least 2"):
+        ra.setup(RUNAWAY, app_name=APP, min_repeats=1)
+    with pytest.raises(ParameterError, match="price_per_1k_tokens is not a positive"):
+        ra.setup(RUNAWAY, app_name=APP, price_per_1k_tokens=-1.0)
+    _, settings = ra.setup(RUNAWAY, app_name=APP, max_llm_calls=90, min_repeats=5)
+    assert (settings["max_llm_calls"], settings["min_repeats"]) == (90, 5)
+    assert settings.sources["max_llm_calls"] == "parameter"
+
+
+def test_money_comes_with_a_price() -> None:
+    findings = _steps(RUNAWAY, app_name=APP, price_per_1k_tokens=0.5)
+    item = _items(findings)["runaway/cost"]
+    assert "at 0.5 per 1k tokens" in item["title"]
+    for row in item["rows"]:
+        assert row["cost"] == pytest.approx(row["tokens"] / 1000 * 0.5)
+
+
+def run_and_read(evidence: Path, out: Path, **parameters: Any) -> tuple[int, dict[str, Any], str]:
+    result = run_flow("runaway", evidence, out, parameters=parameters, progress=False)
+    assert result.html is not None and result.html.is_file()
+    findings = json.loads(result.findings.read_text()) if result.findings else {}
+    return result.exit_code, findings, result.html.read_text(encoding="utf-8")
+
+
+@pytest.mark.notebook
+def test_the_notebook_on_the_runaway_pack_from_files_matches_truth(tmp_path: Path) -> None:
+    code, findings, html = run_and_read(RUNAWAY, tmp_path, app_name=APP)
+    assert code == 1 and findings["verdict"] == "ACTION_NEEDED"
+    assert_matches_truth(findings, limit_from="the limit error's message")
+    Findings.from_json(json.dumps(findings))  # the document reads back
+    head = html[: html.index('id="Runaway-model-calls"')]  # the first screen: the summary
+    for fact in (
+        "hit maxLlmCalls 500",
+        "review_loop",
+        "review:approved",
+        "check_stock",
+        "try again later",
+        "orders_agent, refunds_agent",
+        f"{TRUTH['recommended_max_llm_calls']} recommended",
+        "tokens",
+    ):
+        assert fact in head, fact
+
+
+@pytest.mark.notebook
+def test_the_notebook_on_the_runaway_pack_from_a_database_matches_truth(
+    incident_db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = incident_db_url
+    pack = simulate("runaway", tmp_path / "pack", into=url)
+    monkeypatch.setenv("INCIDENT_DB_URL", url)
+    code, findings, html = run_and_read(pack, tmp_path / "out", app_name=APP)
+    assert code == 1
+    assert_matches_truth(findings, limit_from="the limit error's message")
+    assert INCIDENT_DB_PASSWORD not in html
+
+
+@pytest.mark.notebook
+def test_the_notebook_on_a_healthy_window_is_clean_and_exits_0(tmp_path: Path) -> None:
+    code, findings, html = run_and_read(HEALTHY, tmp_path, app_name="support")
+    assert (code, findings["verdict"]) == (0, "CLEAN")
+    assert "No rows" in html
