@@ -28,7 +28,8 @@ from sqlalchemy.exc import ArgumentError
 MASK = "***"
 MIN_SECRET = 4
 """Shorter passwords are not scanned for: they would match ordinary text everywhere."""
-SECRET_KEY = re.compile(r"pass(?:word|wd)?|pwd|secret|token|credential|api[_-]?key", re.I)
+SECRET_KEY = re.compile(r"pass(?:word|wd)?|pwd|secret|token(?!s)|credential|api[_-]?key", re.I)
+"""Names of secrets; ``tokens`` (plural: a count, as in ``price_per_1k_tokens``) is not one."""
 # user:password@ right after "://": the lookbehind anchors every try, so the scan is linear.
 _USERINFO = re.compile(r"(?<=://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]+)@")
 # key=value at a word start (query string or DSN keyword form); the key decides in _mask_pair.

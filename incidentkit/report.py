@@ -44,7 +44,7 @@ def plain(value: Any) -> str:
     if isinstance(value, pd.Timestamp):
         return str(value.strftime("%Y-%m-%d %H:%M:%S.%f"))[:-3] + " UTC"
     if isinstance(value, float):  # no float noise such as 66763.84999999999
-        return str(round(value, 2))
+        return str(round(value, 2)) if abs(value) >= 1 or value == 0 else f"{value:.3g}"
     return str(value)
 
 

@@ -8,7 +8,10 @@ import pytest
 import sqlalchemy as sa
 
 from incidentkit.errors import SourceError
+from incidentkit.findings import Provenance
 from incidentkit.redact import (
+    MASK,
+    SECRET_KEY,
     has_query_secret,
     redact_url,
     remember_url,
@@ -108,3 +111,11 @@ def test_query_secret_detection() -> None:
     assert has_query_secret("postgresql://u@h/db?password=x")
     assert has_query_secret("postgresql://u@h/db?sslmode=require&PWD=x")
     assert not has_query_secret("postgresql://u@h/db?sslmode=require")
+
+
+def test_a_count_of_tokens_is_not_a_secret_but_a_token_is() -> None:
+    kept = Provenance(parameters={"price_per_1k_tokens": 0.002, "max_tokens": 8, "api_token": "x"})
+    assert kept.parameters["price_per_1k_tokens"] == 0.002 and kept.parameters["max_tokens"] == 8
+    assert kept.parameters["api_token"] == MASK
+    assert SECRET_KEY.search("access_token") and SECRET_KEY.search("TOKEN")
+    assert not SECRET_KEY.search("total_tokens")

@@ -78,6 +78,12 @@ def test_tables_for_people_have_no_index_no_nan_and_comma_lists() -> None:
     assert rendered.count("—") == 3  # the empty list, the missing time, the missing number
     assert ">7<" not in rendered and ">9<" not in rendered  # no index
     assert [plain(v) for v in (None, [], {"a": 1}, "x")] == ["—", "—", "a: 1", "x"]
+    assert [plain(v) for v in (66763.84999999999, 0.002, 0.0, -0.000125)] == [
+        "66763.85",
+        "0.002",
+        "0.0",
+        "-0.000125",
+    ]  # a small price keeps its digits
 
 
 def test_the_summary_block_opens_with_verdict_app_counts_and_actions() -> None:

@@ -44,7 +44,7 @@ def begin(
     incident = for_app(incident, app)
     blank = as_of is None or (isinstance(as_of, str) and not as_of.strip())
     if blank and now_without_window and incident.filters.window is None:
-        at, at_from = pd.Timestamp.now(tz="UTC"), "now (the manifest has no window)"
+        at, at_from = pd.Timestamp.now(tz="UTC").floor("s"), "now (the manifest has no window)"
     else:
         at = resolve_as_of(as_of, incident)
         at_from = "the window's end" if blank else "parameter"
@@ -197,7 +197,9 @@ def for_app(evidence: Evidence, app: str) -> Evidence:
         if evidence.filters.app_name == app
         else evidence.narrowed(replace(evidence.filters, app_name=app))
     )
-    if narrowed.has("ledger") and narrowed.runs.empty:
+    if not narrowed.has("ledger"):
+        _logged_app(evidence, narrowed, app)
+    elif narrowed.runs.empty:
         every = _all_runs(evidence)  # read once, for both the count and the apps
         if len(every):
             raise ParameterError(
@@ -207,6 +209,22 @@ def for_app(evidence: Evidence, app: str) -> Evidence:
                 fix="give -p app_name with one of those apps",
             )
     return narrowed
+
+
+def _logged_app(evidence: Evidence, narrowed: Evidence, app: str) -> None:
+    """With no ledger: an app the event log (else the plugin log) never names is refused,
+    with the apps it does name (a typo must not read as an empty incident)."""
+    for section in ("events", "diagnostics"):
+        if narrowed.has(section):
+            if narrowed.frame(section).empty:
+                held, where = logged_apps(evidence)
+                if held and app not in held:
+                    raise ParameterError(
+                        f"no row of {where} is of app {app!r}; {where} holds: {', '.join(held)}",
+                        value=app,
+                        fix="give -p app_name with one of those apps",
+                    )
+            return
 
 
 def setting(
@@ -241,6 +259,9 @@ def setting(
 def notes_view(notes: Iterable[str]) -> Any:
     """What a flow cannot tell from the sources present, as a Markdown list for the notebook
     ("Every source is present." when nothing is missing)."""
+    import html
+
     from incidentkit.report import MarkdownView
 
-    return MarkdownView("\n".join(f"- {note}" for note in notes) or "Every source is present.")
+    listed = "\n".join(f"- {html.escape(note, quote=False)}" for note in notes)
+    return MarkdownView(listed or "Every source is present.")

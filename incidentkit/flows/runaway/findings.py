@@ -37,6 +37,15 @@ LOOP_ROW = [
     *("iterations", "model_calls", "hit_limit"),
 ]
 COST_ROW = ["invocation_id", "tokens", "share", "cost"]
+FIXES = {
+    Signature.TRANSFER_PING_PONG: "Ping-pong: make the two agents' descriptions disjoint (one "
+    "owns the task), so the model stops handing it back.",
+    Signature.REPEATED_IDENTICAL_CALL: "Repeat: return a terminal error the model cannot retry "
+    "(no 'try again later'), or retry inside the tool with a budget.",
+    Signature.LOOP_AGENT_EXIT_NEVER_WRITTEN: "Loop: have a sub-agent write the exit key (or "
+    "escalate), and give the LoopAgent max_iterations.",
+}
+"""The fix of each loop signature (seed 003); an action names only the kinds found."""
 CAVEAT = (
     "Give a long-running agent (a batch job, a research agent) its own RunConfig with a higher "
     "limit instead of raising the global one."
@@ -65,7 +74,11 @@ def loop_text(row: Mapping[Any, Any]) -> str:
         )
     if kind == Signature.REPEATED_IDENTICAL_CALL:
         answer = f", answered {row['error_string']!r}" if pd.notna(row["error_string"]) else ""
-        return f"{row['tool']}({_args(row['args'])}) called {row['repeats']} times{answer}{calls}"
+        who = join_text(row["agents"]) if isinstance(row["agents"], tuple | list) else "an agent"
+        return (
+            f"{who} called {row['tool']}({_args(row['args'])}) {row['repeats']} times{answer}"
+            f"{calls}"
+        )
     agent = row["loop_agent"] if pd.notna(row["loop_agent"]) else "a loop agent"
     key = (
         f"its exit key {row['exit_key']} is written by nobody"
@@ -83,56 +96,85 @@ def _args(args: Any) -> str:
     return "" if args is None else str(args)
 
 
+def _limit_step(report: RunawayReport) -> str:
+    """What to do with the limit: lower it to the recommendation, or keep it."""
+    recommended = report.recommended
+    if recommended is None:
+        return "Count a healthy baseline before changing the limit (no healthy invocation)."
+    if recommended < report.configured:
+        return (
+            f"Set RunConfig maxLlmCalls to {recommended} (3 x the healthy p99 "
+            f"{_number(report.healthy_p99)}): the next loop then stops after {recommended} calls "
+            f"instead of {report.configured}."
+        )
+    return f"Keep maxLlmCalls {report.configured}: it is at or below the recommended {recommended}."
+
+
 def _model_calls(report: RunawayReport) -> Finding:
     row = report.model_calls.iloc[0]
     recommended = report.recommended
-    configured = f"maxLlmCalls {report.configured} ({report.configured_from})"
     wanted = (
-        f"{recommended} recommended (3 x healthy p99 {_number(report.healthy_p99)})"
+        f"{recommended} recommended"
         if recommended is not None
         else "no recommendation (no healthy invocation counted)"
     )
     far = report.far_above
-    assumed = report.configured_from == DEFAULT_FROM
-    if far:
+    if report.configured_from == DEFAULT_FROM and recommended is not None:
         action = (
-            f"Set RunConfig maxLlmCalls to {recommended}: the configured limit lets a loop burn "
-            f"{report.configured} calls before it stops. {CAVEAT}"
+            f"Check the app's RunConfig: unless it sets maxLlmCalls, ADK stops a loop only at "
+            f"{report.configured} calls. Set it to {recommended} and record it as max_llm_calls "
+            f"in the app's profile. {CAVEAT}"
         )
-    elif assumed and recommended is not None:
-        action = (
-            f"Check the app's RunConfig; unless it sets one, ADK stops a loop only at "
-            f"{report.configured} calls: set maxLlmCalls {recommended} and record it as "
-            f"max_llm_calls in [apps.<app>]. {CAVEAT}"
-        )
+    elif far:
+        action = f"{_limit_step(report)} {CAVEAT}"
     else:
         action = f"None for the limit. {CAVEAT}"
+    source = row["source"] if pd.notna(row["source"]) else "no source"
     return Finding(
         f"{FLOW}/model-calls",
         Severity.WARNING if far else Severity.INFO,
-        f"model calls per invocation: p50 {_number(row['p50'])}, p99 {_number(row['p99'])}, max "
-        f"{_number(row['max'])}; {configured}, {wanted}",
-        f"Over {row['invocations']} invocations of {report.baseline}, counted by "
-        f"{row['source'] or 'no source'}. The healthy p99 leaves out the invocations that hit "
-        "the limit or carry a loop signature; a healthy turn makes a handful of calls, so a "
-        "limit far above it is a backstop, not a budget.",
+        f"model calls per invocation: healthy p99 {_number(report.healthy_p99)}, p50 "
+        f"{_number(row['p50'])}, max {_number(row['max'])}; maxLlmCalls {report.configured} "
+        f"({report.configured_from}), {wanted}",
+        f"Over {row['invocations']} invocations of {report.baseline}, counted by {source} "
+        f"(p95 {_number(row['p95'])}, p99 {_number(row['p99'])} with the runaway ones). The "
+        "healthy p99 leaves out the invocations that hit the limit or carry a loop signature; "
+        "a healthy turn makes a handful of calls, so a limit far above it is a backstop, not a "
+        "budget.",
         action,
         rows_of(report.model_calls, MODEL_CALLS_ROW),
     )
+
+
+SHOWN_HITS = 3
+"""Invocations a title names; the rest are counted."""
 
 
 def _hits(report: RunawayReport, limit: int | None) -> Finding | None:
     hits = report.hits
     if hits.empty:
         return None
+    kinds = report.loops.groupby("invocation_id", sort=False)["kind"].agg(", ".join)
+    named = [
+        f"{inv} ({kinds.get(inv, 'no loop signature')})"
+        for inv in hits["invocation_id"].head(SHOWN_HITS)
+    ]
+    more = f" and {len(hits) - SHOWN_HITS} more" if len(hits) > SHOWN_HITS else ""
     return Finding(
         f"{FLOW}/hit-limit",
         Severity.CRITICAL,
-        f"{len(hits)} invocation(s) hit maxLlmCalls {report.configured}",
+        f"{len(hits)} invocation(s) hit maxLlmCalls {report.configured}: "
+        + ", ".join(named)
+        + more,
         "ADK stopped them with LlmCallsLimitExceeded after every call up to the limit had been "
         "made and paid for. ADK Python stores an error event; ADK Java stores none, so the "
         "plugin's run.error lines, the spans' error status and the count are the evidence.",
-        "Fix the loop each one carries (below), then lower the limit to the recommendation.",
+        "Fix the loop each one carries (below), then "
+        + (
+            f"set RunConfig maxLlmCalls to {report.recommended} (see the model calls)."
+            if report.recommended is not None and report.recommended < report.configured
+            else "keep the limit: it is at or below the recommendation."
+        ),
         rows_of(hits, HIT_ROW, limit=limit),
         len(hits),
     )
@@ -156,10 +198,7 @@ def _loops(report: RunawayReport, limit: int | None) -> Finding | None:
         "a retry hint and the model obliges with the same arguments; "
         "loop_agent_exit_never_written: a loop agent's exit depends on state no sub-agent "
         "writes.",
-        "Ping-pong: make the two agents' descriptions disjoint (one owns the task). Repeat: "
-        "return a terminal error the model cannot retry (no 'try again later'), or retry inside "
-        "the tool with a budget. Loop: have a sub-agent write the exit key (or escalate), and "
-        "give the LoopAgent max_iterations.",
+        " ".join(FIXES[kind] for kind in Signature if kind in set(loops["kind"])),
         rows_of(loops, LOOP_ROW, limit=limit),
         len(loops),
     )
@@ -176,18 +215,12 @@ def _cost(report: RunawayReport, limit: int | None) -> Finding | None:
         if report.price_per_1k_tokens is not None
         else ""
     )
-    recommended = report.recommended
-    capped = (
-        f"Lower maxLlmCalls to {recommended}: the next loop then stops after {recommended} "
-        f"calls instead of {report.configured}, and its prompt has less history to re-send."
-        if recommended is not None and recommended < report.configured
-        else "Fix the loops above: each call re-sends the history, so every turn costs more."
-    )
+    capped = "None beyond the fixes above: a loop stopped sooner re-sends less history, too."
     return Finding(
         f"{FLOW}/cost",
         Severity.WARNING,
-        f"the runaway invocations spent {tokens:,} tokens, {share:.0%} of all "
-        f"{report.total_tokens:,} in the window{money}",
+        f"the runaway invocations spent {tokens:,} tokens, {share:.0%} of the app's "
+        f"{report.total_tokens:,}{money}",
         "Tokens from the usage metadata of each model call (events, else spans). History is "
         "re-sent on every call, so a loop's prompt grows with each turn: its cost grows faster "
         "than its call count.",
@@ -265,12 +298,13 @@ def runaway_findings(
         "flagged": len(flagged),
         "hit_limit": len(report.hits),
         "loops": len(report.loops),
-        "configured_max_llm_calls": report.configured,
         "tokens": report.total_tokens,
         "runaway_tokens": int(report.cost["tokens"].fillna(0).sum()),
         "source_disagreements": len(differ),
         "rejects": len(rejects),
     }
+    if report.configured_from != DEFAULT_FROM:  # known, not ADK's default assumed
+        summary["configured_max_llm_calls"] = report.configured
     if report.recommended is not None:
         summary["recommended_max_llm_calls"] = report.recommended
     incomplete = len(rejects) > 0 or report.source is None

@@ -28,7 +28,7 @@ DEFAULT_LIMIT = 500
 """ADK's builder default: a backstop, not a budget."""
 PROFILE_FROM = "[apps.<app>] max_llm_calls"
 MESSAGE_FROM = "the limit error's message"
-DEFAULT_FROM = "ADK's default (assumed)"
+DEFAULT_FROM = "ADK's default, assumed"
 """Where the configured limit came from (:func:`configured_limit`)."""
 
 

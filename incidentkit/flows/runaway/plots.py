@@ -120,7 +120,7 @@ def plot_worst(report: RunawayReport, *, ax: Axes | None = None) -> Axes:
                 transform=tokens_ax.transAxes,
             )
         tokens_ax.grid(color="#eeeeee", linewidth=0.6)
-        utc_time_axis(tokens_ax, left, max(right, left + 10 * SECOND))
+        utc_time_axis(tokens_ax, left, max(right, left + SECOND))
     else:
-        utc_time_axis(ax, left, max(right, left + 10 * SECOND))
+        utc_time_axis(ax, left, max(right, left + SECOND))
     return ax

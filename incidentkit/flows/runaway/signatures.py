@@ -94,6 +94,7 @@ def ping_pongs(events: pd.DataFrame, *, min_transfers: int = MIN_TRANSFERS) -> p
 
 REPEAT_COLUMNS: Mapping[str, str] = {
     "invocation_id": STR,
+    "agent": STR,
     "tool": STR,
     "args": OBJ,
     "repeats": INT,
@@ -126,7 +127,8 @@ def repeated_calls(
 ) -> pd.DataFrame:
     """The same tool with identical arguments (``args_key``) ``min_repeats`` times or more in
     one invocation; ``error_string`` is the tool's most common answer to them when it reads as
-    an error or a retry hint, else missing. Transfers are not counted."""
+    an error or a retry hint, else missing; ``agent`` is the agent that made the first of them.
+    Transfers are not counted."""
     own = calls.loc[calls["invocation_id"].notna() & calls["name"].ne(TRANSFER_TOOL)]
     keys = ["invocation_id", "name", "args_key"]
     sizes = own.groupby(keys, sort=False)["call_id"].transform("size")
@@ -144,7 +146,10 @@ def repeated_calls(
     common = hints.groupby(keys, sort=False)["_text"].agg(lambda t: t.mode().iloc[0])
     grouped = repeated.groupby(keys, sort=False)
     out = grouped.agg(
-        args=("args", "first"), repeats=("call_id", "size"), call_ids=("call_id", tuple)
+        agent=("author", "first"),
+        args=("args", "first"),
+        repeats=("call_id", "size"),
+        call_ids=("call_id", tuple),
     ).reset_index()
     out["error_string"] = pd.Series(
         [common.get(tuple(k)) for k in out[keys].itertuples(index=False)], dtype=object

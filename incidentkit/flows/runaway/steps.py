@@ -114,6 +114,8 @@ def setup(
     limit, sources["max_llm_calls"] = profile_setting(
         incident, FLOW, app, "max_llm_calls", max_llm_calls, default=None
     )
+    if limit is None:
+        sources["max_llm_calls"] = "not set: the limit error's message, else ADK's 500"
     values["max_llm_calls"] = (
         None
         if limit is None

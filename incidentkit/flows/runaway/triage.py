@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import numpy as np
@@ -123,8 +123,9 @@ LOOP_COLUMNS: Mapping[str, str] = {
     "transfers": NINT,
     "proof_ids": OBJ,
 }
-"""One row per signature; ``agents`` is the two agents of a ping-pong or a loop's
-sub-agents, ``proof_ids`` the events (transfers, loop turns) or calls (repeats) that show it."""
+"""One row per signature; ``agents`` is the two agents of a ping-pong, a loop's sub-agents, or
+the agent that repeats a call; ``proof_ids`` the events (transfers, loop turns) or calls
+(repeats) that show it."""
 
 HIT_COLUMNS: Mapping[str, str] = {
     "invocation_id": STR,
@@ -214,7 +215,11 @@ def _loop_rows(pongs: pd.DataFrame, repeats: pd.DataFrame, cycles: pd.DataFrame)
     """The three signatures' rows in one frame (:data:`LOOP_COLUMNS` less the counts)."""
     parts = [
         pongs.assign(kind=Signature.TRANSFER_PING_PONG.value, proof_ids=pongs["event_ids"]),
-        repeats.assign(kind=Signature.REPEATED_IDENTICAL_CALL.value, proof_ids=repeats["call_ids"]),
+        repeats.assign(
+            kind=Signature.REPEATED_IDENTICAL_CALL.value,
+            proof_ids=repeats["call_ids"],
+            agents=repeats["agent"].map(lambda agent: (agent,)),
+        ),
         cycles.assign(
             kind=Signature.LOOP_AGENT_EXIT_NEVER_WRITTEN.value, proof_ids=cycles["event_ids"]
         ),
@@ -419,6 +424,8 @@ def triage_runaway(
     p99; without it the incident window's own invocations give them.
     """
     notes: list[str] = []
+    # A span is exported when it ends: one ending after as_of was not there to be read then.
+    frames = replace(frames, spans=frames.spans.loc[~frames.spans["end"].gt(as_of)])
     by_source = counts_by_source(frames)
     counted = combined(by_source)
     hit, loops, limit, origin = _flags(

@@ -84,11 +84,20 @@ def assert_matches_truth(findings: dict[str, Any], *, limit_from: str) -> None:
         want["repeats"],
     )
     assert want["error_text"] in repeat["error_string"]
+    assert repeat["agents"] == ["stock_agent"]  # the agent that repeats the call
     assert loop["invocation_id"] == TRUTH["loop"]["invocation_id"]
     assert (loop["hit_limit"], loop["model_calls"]) == (True, TRUTH["max_llm_calls"])
     assert loop["iterations"] == TRUTH["max_llm_calls"] // 2
     title = items["runaway/loops"]["title"]
     assert TRUTH["loop"]["agent"] in title and TRUTH["loop"]["exit_key"] in title
+    assert "stock_agent called check_stock(" in title
+    for fix in ("Ping-pong:", "Repeat:", "Loop:"):  # each kind found has its fix
+        assert fix in items["runaway/loops"]["action"]
+    hit_title = items["runaway/hit-limit"]["title"]
+    assert f"{hit['invocation_id']} (loop_agent_exit_never_written)" in hit_title
+    recommended = TRUTH["recommended_max_llm_calls"]
+    assert f"set RunConfig maxLlmCalls to {recommended}" in items["runaway/hit-limit"]["action"]
+    assert f"Set RunConfig maxLlmCalls to {recommended}" in items["runaway/model-calls"]["action"]
     cost = {row["invocation_id"]: row for row in items["runaway/cost"]["rows"]}
     assert set(cost) == {pong["invocation_id"], repeat["invocation_id"], loop["invocation_id"]}
     assert cost[loop["invocation_id"]]["tokens"] > cost[pong["invocation_id"]]["tokens"] > 0
@@ -182,6 +191,38 @@ def test_a_baseline_window_gives_the_distribution_and_the_window_the_rows() -> N
     }  # the repeat started at 16:21, after as_of
     before = _items(_steps(RUNAWAY, app_name=APP, as_of="2026-11-29T16:15:00Z", baseline="1h"))
     assert before["runaway/model-calls"]["rows"][0]["invocations"] < calls["invocations"]
+
+
+def test_a_limit_at_the_recommendation_is_kept() -> None:
+    recommended = TRUTH["recommended_max_llm_calls"]
+    findings = _steps(RUNAWAY, app_name=APP, max_llm_calls=recommended)
+    items = _items(findings)
+    assert items["runaway/model-calls"]["severity"] == "INFO"  # not far above: nothing to do
+    assert "keep the limit" in items["runaway/hit-limit"]["action"]
+    [hit] = items["runaway/hit-limit"]["rows"]  # the loop reaches it; the 9-call loops do not
+    assert hit["invocation_id"] == TRUTH["loop"]["invocation_id"]
+    assert "reach the configured limit" in hit["evidence"]
+
+
+def test_only_the_kinds_found_get_their_fix() -> None:
+    """At 16:10 the ping-pong is over and the loop is running; the repeat (16:21) is to come."""
+    items = _items(_steps(RUNAWAY, app_name=APP, as_of="2026-11-29T16:10:00Z"))
+    assert {row["kind"] for row in items["runaway/loops"]["rows"]} == {
+        "transfer_ping_pong",
+        "loop_agent_exit_never_written",
+    }
+    action = items["runaway/loops"]["action"]
+    assert "Ping-pong:" in action and "Loop:" in action and "Repeat:" not in action
+    assert "runaway/hit-limit" not in items  # the loop has not reached 500 yet
+
+
+def test_an_app_the_logs_never_name_is_refused_with_the_apps_they_do(tmp_path: Path) -> None:
+    pack = _without(tmp_path, "ledger")
+    with pytest.raises(ParameterError, match=r"no row of the event log is of app 'suport'; the "):
+        ra.setup(pack, app_name="suport")
+    with pytest.raises(ParameterError, match=f"the event log holds: {APP}"):
+        ra.setup(pack, app_name="suport")
+    assert ra.setup(pack, app_name=APP)[1].app_name == APP
 
 
 def test_settings_errors_name_the_value_and_the_fix() -> None:

@@ -76,7 +76,7 @@ def test_a_python_limit_error_event_is_a_hit_with_its_limit() -> None:
     assert got.values.tolist() == [["e-1", 8, 8, "error event LlmCallsLimitExceededError"]]
     assert configured_limit(None, got) == (8, "the limit error's message")
     assert configured_limit(30, got) == (30, "[apps.<app>] max_llm_calls")
-    assert configured_limit(None, got.iloc[0:0]) == (500, "ADK's default (assumed)")
+    assert configured_limit(None, got.iloc[0:0]) == (500, "ADK's default, assumed")
 
 
 def test_a_java_limit_hit_is_found_from_the_plugin_log_and_the_spans() -> None:
