@@ -60,22 +60,22 @@ def rows_in(left: pd.DataFrame, right: pd.DataFrame, columns: Sequence[str]) -> 
 
 
 def per_group(values: pd.Series, keys: pd.Series, sep: str | None = None) -> pd.Series:
-    """``values`` per key, in order, indexed by key: a tuple, or the strings joined by ``sep``.
+    """``values`` per key, in order, indexed by key (first seen first): a tuple, or the
+    strings joined by ``sep``. Rows with a missing key are left out.
 
-    Single-row groups, the common case, are combined without a groupby call per group.
+    The rows are sorted by key once and cut at the key changes: no groupby call per group.
     """
-    multi = keys.duplicated(keep=False).to_numpy(dtype=bool)
-    singles = values[~multi].to_numpy(dtype=object)
-    if sep is None:
-        one = np.empty(len(singles), dtype=object)
-        one[:] = [(value,) for value in singles]
-        grouped = values[multi].groupby(keys[multi].to_numpy(), sort=False).agg(tuple)
-    else:
-        one = singles  # a string joined alone is itself
-        grouped = values[multi].groupby(keys[multi].to_numpy(), sort=False).agg(sep.join)
-    joined: pd.Series = pd.concat(
-        [pd.Series(one, index=keys[~multi].to_numpy(), dtype=object), grouped]
-    )
+    codes, uniques = pd.factorize(keys)
+    kept = codes >= 0
+    codes = codes[kept]
+    order = np.argsort(codes, kind="stable")
+    ordered = codes[order]
+    cuts = np.flatnonzero(np.diff(ordered)) + 1
+    parts = np.split(values.to_numpy(dtype=object)[kept][order], cuts) if len(ordered) else []
+    combined = np.empty(len(parts), dtype=object)
+    combined[:] = [tuple(part) for part in parts] if sep is None else [sep.join(p) for p in parts]
+    index = uniques.take(ordered[np.r_[0, cuts]]) if len(ordered) else uniques[:0]
+    joined: pd.Series = pd.Series(combined, index=index, dtype=object)
     return joined
 
 

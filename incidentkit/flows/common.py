@@ -44,7 +44,8 @@ def begin(
     incident = for_app(incident, app)
     blank = as_of is None or (isinstance(as_of, str) and not as_of.strip())
     if blank and now_without_window and incident.filters.window is None:
-        at, at_from = pd.Timestamp.now(tz="UTC").floor("s"), "now (the manifest has no window)"
+        now = pd.Timestamp.now(tz="UTC").ceil("s")  # rounded up: nothing stored so far is cut
+        at, at_from = now, "now (the manifest has no window)"
     else:
         at = resolve_as_of(as_of, incident)
         at_from = "the window's end" if blank else "parameter"

@@ -41,9 +41,12 @@ def limit_texts(text: pd.Series) -> pd.Series:
 
 
 def names_limit_error(text: pd.Series) -> pd.Series:
-    """Which texts are a limit error: the exception's name or its message."""
-    as_text = text.astype("string").fillna("")
-    flagged: pd.Series = as_text.str.contains(_ERROR)
+    """Which texts are a limit error: the exception's name or its message (only the texts
+    present are searched: most events carry no error)."""
+    flagged = pd.Series(False, index=text.index)
+    present = text.notna()
+    if present.any():
+        flagged[present] = text[present].astype(str).str.contains(_ERROR).to_numpy(dtype=bool)
     return flagged
 
 
@@ -55,55 +58,55 @@ HIT_COLUMNS: Mapping[str, str] = {
 }
 
 
-def hits(
-    model_calls: pd.DataFrame,
-    *,
-    events: pd.DataFrame,
-    diagnostics: pd.DataFrame,
-    spans: pd.DataFrame,
-    configured: int | None,
+def limit_errors(
+    *, events: pd.DataFrame, diagnostics: pd.DataFrame, spans: pd.DataFrame
 ) -> pd.DataFrame:
-    """Invocations that hit the limit, each with its evidence, in words joined by ``; ``.
-
-    ``model_calls`` holds the counts (:mod:`.counts`, best source). ``limit`` is the one the
-    error names, else ``configured``.
-    """
-    found: list[pd.DataFrame] = []
+    """Every stored trace of a limit error, one row per piece of evidence (invocation_id,
+    limit: the one its message names, evidence: in words): ADK Python's error event, the
+    plugin's ``run.error``/``run.end``/``model.error`` lines, a span's ERROR status."""
     stored = events.loc[
         names_limit_error(events["error_code"]) | names_limit_error(events["error_message"])
     ]
-    found.append(
+    lines = diagnostics.loc[
+        diagnostics["kind"].isin(["run.error", "run.end", "model.error"])
+        & names_limit_error(diagnostics["message"])
+    ]
+    failed = spans.loc[spans["status"].eq("ERROR") & names_limit_error(spans["status_message"])]
+    found = [
         pd.DataFrame(
             {
                 "invocation_id": stored["invocation_id"],
                 "limit": limit_texts(stored["error_message"]),
                 "evidence": "error event " + stored["error_code"].fillna("(no code)"),
             }
-        )
-    )
-    lines = diagnostics.loc[
-        diagnostics["kind"].isin(["run.error", "run.end", "model.error"])
-        & names_limit_error(diagnostics["message"])
-    ]
-    found.append(
+        ),
         pd.DataFrame(
             {
                 "invocation_id": lines["invocation_id"],
                 "limit": limit_texts(lines["message"]),
                 "evidence": "diagnostics " + lines["kind"] + " at " + lines["location"].fillna("?"),
             }
-        )
-    )
-    failed = spans.loc[spans["status"].eq("ERROR") & names_limit_error(spans["status_message"])]
-    found.append(
+        ),
         pd.DataFrame(
             {
                 "invocation_id": failed["invocation_id"],
                 "limit": limit_texts(failed["status_message"]),
                 "evidence": "span " + failed["name"].fillna("?") + " status ERROR",
             }
-        )
-    )
+        ),
+    ]
+    every = pd.concat([part for part in found if len(part)] or found[:1], ignore_index=True)
+    return every.dropna(subset=["invocation_id"]).astype({"limit": "Int64"})
+
+
+def hits(
+    model_calls: pd.DataFrame, errors: pd.DataFrame, *, configured: int | None
+) -> pd.DataFrame:
+    """Invocations that hit the limit, each with its evidence in words joined by ``; ``: the
+    stored ``errors`` (:func:`limit_errors`) and a model-call count at the ``configured``
+    limit. ``model_calls`` holds the counts (best source); ``limit`` is the one the error
+    names, else ``configured``."""
+    found = [errors]
     if configured is not None:
         at_limit = model_calls.loc[model_calls["model_calls"].ge(configured)]
         found.append(
@@ -117,10 +120,7 @@ def hits(
                 }
             )
         )
-    parts = [part for part in found if len(part)]
-    if not parts:
-        return as_columns(pd.DataFrame(columns=list(HIT_COLUMNS)), HIT_COLUMNS)
-    every = pd.concat(parts, ignore_index=True).dropna(subset=["invocation_id"])
+    every = pd.concat([part for part in found if len(part)] or found[:1], ignore_index=True)
     if every.empty:
         return as_columns(pd.DataFrame(columns=list(HIT_COLUMNS)), HIT_COLUMNS)
     grouped = every.groupby("invocation_id", sort=True)
@@ -139,7 +139,8 @@ def hits(
 
 def configured_limit(profile_value: object, hit_rows: pd.DataFrame) -> tuple[int, str]:
     """The configured ``maxLlmCalls`` and where it came from: the app profile's
-    ``max_llm_calls``, else the limit a limit error names, else ADK's default 500."""
+    ``max_llm_calls``, else the limit a limit error names (``hit_rows``: :func:`hits` or
+    :func:`limit_errors`), else ADK's default 500."""
     if isinstance(profile_value, int) and not isinstance(profile_value, bool) and profile_value > 0:
         return profile_value, PROFILE_FROM
     named = hit_rows["limit"].dropna()

@@ -238,25 +238,11 @@ def _flags(
     exit_keys: tuple[str, ...],
 ) -> tuple[pd.DataFrame, pd.DataFrame, int, str]:
     """The limit hits, the loop signatures, and the configured limit with its origin."""
-    first = limits.hits(
-        counted,
-        events=frames.events,
-        diagnostics=frames.diagnostics,
-        spans=frames.spans,
-        configured=configured,
+    errors = limits.limit_errors(
+        events=frames.events, diagnostics=frames.diagnostics, spans=frames.spans
     )
-    limit, origin = limits.configured_limit(configured, first)
-    hit = (
-        first
-        if configured is not None
-        else limits.hits(
-            counted,
-            events=frames.events,
-            diagnostics=frames.diagnostics,
-            spans=frames.spans,
-            configured=limit,
-        )
-    )
+    limit, origin = limits.configured_limit(configured, errors)
+    hit = limits.hits(counted, errors, configured=limit)
     pongs = ping_pongs(frames.events)
     repeats = repeated_calls(frames.calls, frames.responses, min_repeats=min_repeats)
     cycles = silent_loops(
@@ -267,8 +253,8 @@ def _flags(
 
 
 def _flagged(counted: pd.DataFrame, hit: pd.DataFrame, loops: pd.DataFrame) -> pd.DataFrame:
-    extra = pd.concat([hit["invocation_id"], loops["invocation_id"]]).dropna().unique()
-    missing = [inv for inv in extra if inv not in set(counted["invocation_id"])]
+    extra = pd.concat([hit["invocation_id"], loops["invocation_id"]]).dropna().drop_duplicates()
+    missing = extra.loc[~extra.isin(counted["invocation_id"])].tolist()
     if missing:  # flagged by the event log alone (no count): count what is known
         add = pd.DataFrame(
             {"invocation_id": missing, "model_calls": 0, "ended": False, "source": ""}

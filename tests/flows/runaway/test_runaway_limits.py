@@ -14,6 +14,7 @@ from incidentkit.flows.runaway import counts
 from incidentkit.flows.runaway.limits import (
     configured_limit,
     hits,
+    limit_errors,
     limit_texts,
     nice_ceiling,
     recommend,
@@ -66,14 +67,14 @@ def test_a_python_limit_error_event_is_a_hit_with_its_limit() -> None:
         ],
     )
     model_calls = pd.DataFrame({"invocation_id": ["e-1", "e-2"], "model_calls": [8, 2]})
-    got = hits(
-        model_calls,
-        events=events,
-        diagnostics=build("diagnostics", []),
-        spans=build("spans", []),
-        configured=None,
+    errors = limit_errors(
+        events=events, diagnostics=build("diagnostics", []), spans=build("spans", [])
     )
+    got = hits(model_calls, errors, configured=None)
     assert got.values.tolist() == [["e-1", 8, 8, "error event LlmCallsLimitExceededError"]]
+    counted = hits(model_calls, errors, configured=2)  # e-2 reaches a limit of 2: a hit too
+    assert counted["invocation_id"].tolist() == ["e-1", "e-2"]
+    assert counted["evidence"].iloc[1] == "model calls 2 reach the configured limit 2"
     assert configured_limit(None, got) == (8, "the limit error's message")
     assert configured_limit(30, got) == (30, "[apps.<app>] max_llm_calls")
     assert configured_limit(None, got.iloc[0:0]) == (500, "ADK's default, assumed")
@@ -83,13 +84,10 @@ def test_a_java_limit_hit_is_found_from_the_plugin_log_and_the_spans() -> None:
     truth = json.loads((RUNAWAY / "truth.json").read_text())["expected"]
     incident = ik.open_evidence(RUNAWAY)
     model_calls = counts.from_diagnostics(incident.diagnostics)
-    got = hits(
-        model_calls,
-        events=incident.events,
-        diagnostics=incident.diagnostics,
-        spans=incident.spans,
-        configured=None,
+    errors = limit_errors(
+        events=incident.events, diagnostics=incident.diagnostics, spans=incident.spans
     )
+    got = hits(model_calls, errors, configured=None)
     [expected] = truth["limit_hits"]
     [row] = got.to_dict("records")
     assert (row["invocation_id"], row["model_calls"], row["limit"]) == (
