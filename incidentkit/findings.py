@@ -286,6 +286,19 @@ def rows_of(
     return tuple(_scrub_text_values(json_safe(record)) for record in picked.to_dict("records"))
 
 
+def rejects_item(flow: str, rejects: pd.DataFrame, *, limit: int | None = ROW_LIMIT) -> Finding:
+    """The ``<flow>/rejects`` item: rows of the flow's sources the loaders could not read."""
+    return Finding(
+        f"{flow}/rejects",
+        Severity.WARNING,
+        f"{len(rejects)} evidence row(s) could not be read",
+        "Rows the loaders rejected are missing from every view below.",
+        "Fix or re-export the rows listed, then run the flow again.",
+        rows_of(rejects, None, limit=limit),
+        len(rejects),
+    )
+
+
 def iso_text(value: Any) -> str:
     """A time as ISO 8601 UTC with ``Z``; naive times are refused."""
     stamp = pd.Timestamp(value)

@@ -99,6 +99,21 @@ def log_context(evidence: Evidence, runs: pd.DataFrame, as_of: pd.Timestamp) -> 
     return evidence.narrowed(replace(evidence.filters, window=window))
 
 
+def findings_context(
+    evidence: Evidence, settings: Settings, sections: Iterable[str]
+) -> dict[str, Any]:
+    """What a flow's findings record beside its report: the incident's title, its window (cut
+    at ``as_of``), the rejects of the flow's sources, and the settings with where each came
+    from (keywords of the flow's ``*_findings`` builder)."""
+    window = evidence.filters.window
+    return {
+        "title": evidence.title,
+        "window": None if window is None else (window.start, min(window.end, settings["as_of"])),
+        "rejects": flow_rejects(evidence, sections),
+        "parameters": {**settings.as_dict(), "settings_from": dict(settings.sources)},
+    }
+
+
 def flow_rejects(evidence: Evidence, sections: Iterable[str]) -> pd.DataFrame:
     """Rejected rows of the sources a flow reads (other sources do not weaken its verdict)."""
     return evidence.rejects_of(sections).reset_index(drop=True)

@@ -15,7 +15,7 @@ from incidentkit.flows import FLOWS
 from incidentkit.flows.common import (
     Settings,
     begin,
-    flow_rejects,
+    findings_context,
     frame_of,
     notes_view,
     up_to,
@@ -100,15 +100,7 @@ def triage(evidence: Evidence, settings: Settings) -> LatencyReport:
 
 def findings(report: LatencyReport, evidence: Evidence, settings: Settings) -> Findings:
     """The flow's findings, with the incident's title, window, settings and rejects."""
-    window = evidence.filters.window
-    parameters = {**settings.as_dict(), "settings_from": dict(settings.sources)}
-    return latency_findings(
-        report,
-        title=evidence.title,
-        window=None if window is None else (window.start, min(window.end, settings["as_of"])),
-        rejects=flow_rejects(evidence, SECTIONS),
-        parameters=parameters,
-    )
+    return latency_findings(report, **findings_context(evidence, settings, SECTIONS))
 
 
 SHOWN: Mapping[str, tuple[str, ...]] = {

@@ -18,6 +18,7 @@ from incidentkit.findings import (
     Provenance,
     Severity,
     iso_text,
+    rejects_item,
     rows_of,
     verdict_of,
 )
@@ -248,17 +249,7 @@ def runaway_findings(
     rejects = rejects if rejects is not None else pd.DataFrame()
     items: list[Finding] = []
     if len(rejects):
-        items.append(
-            Finding(
-                f"{FLOW}/rejects",
-                Severity.WARNING,
-                f"{len(rejects)} evidence row(s) could not be read",
-                "Rows the loaders rejected are missing from every view below.",
-                "Fix or re-export the rows listed, then run the flow again.",
-                rows_of(rejects, None, limit=row_limit),
-                len(rejects),
-            )
-        )
+        items.append(rejects_item(FLOW, rejects, limit=row_limit))
     if report.source is None:
         items.append(
             Finding(
