@@ -79,6 +79,16 @@ def per_group(values: pd.Series, keys: pd.Series, sep: str | None = None) -> pd.
     return joined
 
 
+def in_session_order(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame``'s rows grouped by invocation, each invocation's in session order (session,
+    ``seq``). Sorts integer codes of the id columns, not their text (several times faster
+    on millions of rows); the invocations come in order of first appearance."""
+    invocation = pd.factorize(frame["invocation_id"])[0]
+    session = pd.factorize(frame["session_id"])[0]
+    order = np.lexsort((frame["seq"].to_numpy(), session, invocation))
+    return frame.iloc[order]
+
+
 def tuples(series: pd.Series) -> pd.Series:
     """The tuples of ``series``, with ``()`` where a value is missing (or not a tuple)."""
     values = series.to_numpy(dtype=object)

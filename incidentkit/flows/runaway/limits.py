@@ -67,10 +67,8 @@ def limit_errors(
     stored = events.loc[
         names_limit_error(events["error_code"]) | names_limit_error(events["error_message"])
     ]
-    lines = diagnostics.loc[
-        diagnostics["kind"].isin(["run.error", "run.end", "model.error"])
-        & names_limit_error(diagnostics["message"])
-    ]
+    lines = diagnostics.loc[diagnostics["kind"].isin(["run.error", "run.end", "model.error"])]
+    lines = lines.loc[names_limit_error(lines["message"])]  # the regex on those lines only
     failed = spans.loc[spans["status"].eq("ERROR") & names_limit_error(spans["status_message"])]
     found = [
         pd.DataFrame(

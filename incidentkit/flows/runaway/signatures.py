@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from incidentkit.flows._frames import as_columns, per_group
+from incidentkit.flows._frames import as_columns, in_session_order, per_group
 from incidentkit.frames import INT, OBJ, STR, SpanKind
 
 TRANSFER_TOOL = "transfer_to_agent"
@@ -54,7 +54,7 @@ def ping_pongs(events: pd.DataFrame, *, min_transfers: int = MIN_TRANSFERS) -> p
     """Invocations whose transfers alternate between two agents ``min_transfers`` times or more
     in a row: the two agents (sorted), the length of the longest alternating run, its events."""
     moves = events.loc[events["transfer_to_agent"].notna() & events["invocation_id"].notna()]
-    moves = moves.sort_values(["invocation_id", "session_id", "seq"], kind="stable")
+    moves = in_session_order(moves)
     to = moves["transfer_to_agent"]
     by = moves.groupby("invocation_id", sort=False)["transfer_to_agent"]
     back, before = by.shift(1), by.shift(2)
@@ -178,7 +178,7 @@ def _turns(events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     Returns the turns (invocation_id, author, branch: the first one given, transfers: how many
     of its events transfer) and each event's turn position (invocation_id, event_id, turn)."""
     own = events.loc[events["invocation_id"].notna() & events["author"].ne("user")]
-    own = own.sort_values(["invocation_id", "session_id", "seq"], kind="stable")
+    own = in_session_order(own)
     new_turn = own["author"].ne(own.groupby("invocation_id", sort=False)["author"].shift(1))
     turn = pd.Series(new_turn.cumsum().to_numpy() - 1, index=own.index)
     firsts = own.loc[new_turn]
