@@ -84,6 +84,37 @@ def _new(args: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
+def _session(args: argparse.Namespace) -> int:
+    from incidentkit.evidence import open_evidence
+    from incidentkit.flows.session import dump_text, session_dump
+
+    incident = open_evidence(args.evidence)
+    if not incident.has("events"):
+        from incidentkit.errors import ParameterError
+
+        raise ParameterError(
+            "the manifest names no event log to dump a session from",
+            value=str(args.evidence),
+            fix="add an [events] section to the manifest (docs/manifest.md)",
+        )
+    dump = session_dump(
+        incident.events,
+        incident.calls,
+        incident.responses,
+        incident.frame("state_writes"),
+        args.session_id,
+    )
+    sys.stdout.write(dump_text(dump))
+    rejects = incident.rejects_of(["events"])
+    if len(rejects):
+        sys.stderr.write(
+            f"incidentkit: {len(rejects)} event row(s) could not be read and are not in the "
+            "dump; run incidentkit inspect for their locations\n"
+        )
+        return EXIT_INCOMPLETE
+    return EXIT_CLEAN
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse exits 2 on a usage error; here 2 means incomplete evidence, so use 3."""
 
@@ -115,6 +146,21 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
     inspect.add_argument("path", help="an evidence.toml, or a folder holding one")
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
     inspect.set_defaults(handler=_inspect)
+
+    session = sub.add_parser(
+        "session",
+        help="print one session's events, one line per event",
+        description="The session dump: per stored event its time (UTC), invocation, author, "
+        "function calls and responses, state delta keys, transfer, error code and whether it "
+        "is a final response. Read it before forming a theory.",
+        epilog="exit codes: 0 printed; 2 some event rows could not be read (the dump lacks "
+        "them); 3 no such session, or a usage or manifest error",
+    )
+    session.add_argument("session_id", help="the session id, as the event log stores it")
+    session.add_argument(
+        "--evidence", required=True, help="an evidence.toml, or a folder holding one"
+    )
+    session.set_defaults(handler=_session)
 
     simulate = sub.add_parser(
         "simulate",
