@@ -49,9 +49,9 @@ import numpy as np
 import pandas as pd
 
 import incidentkit as ik
+from incidentkit.flows.common import Frames
 from incidentkit.flows.runaway.signatures import ping_pongs, repeated_calls, silent_loops
 from incidentkit.flows.runaway.triage import (
-    Frames,
     RunawayReport,
     combined,
     counts_by_source,

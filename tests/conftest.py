@@ -9,6 +9,8 @@ answers and are skipped with the reason otherwise.
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -128,3 +130,15 @@ def incident_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
     url = make_url(request.getfixturevalue("pg_url")).set(password=INCIDENT_DB_PASSWORD)
     return url.render_as_string(hide_password=False)
+
+
+def pack_without(pack: Path, tmp_path: Path, *sections: str) -> Path:
+    """A copy of ``pack`` in ``tmp_path/pack`` whose manifest leaves ``sections`` out."""
+    copy = tmp_path / "pack"
+    shutil.copytree(pack, copy)
+    manifest = copy / "evidence.toml"
+    text = manifest.read_text(encoding="utf-8")
+    for section in sections:
+        text = re.sub(rf"\n\[{section}\]\n(?:[^\[\n][^\n]*\n)*", "\n", text)
+    manifest.write_text(text, encoding="utf-8")
+    return copy

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import pandas as pd
@@ -78,9 +79,42 @@ def up_to(evidence: Evidence, as_of: pd.Timestamp) -> Evidence:
     return evidence.narrowed(replace(evidence.filters, window=Window(window.start, end)))
 
 
-def frame_of(evidence: Evidence, section: str, name: str) -> pd.DataFrame:
-    """The ``name`` frame when ``section`` is in the manifest, else an empty one."""
-    return evidence.frame(name) if evidence.has(section) else empty(name)
+SECTION_OF: Mapping[str, str] = {
+    "runs": "ledger",
+    "events": "events",
+    "calls": "events",
+    "responses": "events",
+    "state_writes": "events",
+    "spans": "spans",
+    "diagnostics": "diagnostics",
+    "threads": "threads",
+}
+"""The manifest section each frame a flow reads comes from."""
+
+
+@dataclass(frozen=True)
+class Frames:
+    """The canonical frames the flows read; a source that is absent is an empty frame."""
+
+    runs: pd.DataFrame = field(default_factory=partial(empty, "runs"))
+    events: pd.DataFrame = field(default_factory=partial(empty, "events"))
+    calls: pd.DataFrame = field(default_factory=partial(empty, "calls"))
+    responses: pd.DataFrame = field(default_factory=partial(empty, "responses"))
+    state_writes: pd.DataFrame = field(default_factory=partial(empty, "state_writes"))
+    spans: pd.DataFrame = field(default_factory=partial(empty, "spans"))
+    diagnostics: pd.DataFrame = field(default_factory=partial(empty, "diagnostics"))
+    threads: pd.DataFrame = field(default_factory=partial(empty, "threads"))
+
+
+def frames_of(evidence: Evidence, names: Iterable[str]) -> Frames:
+    """The ``names`` frames of ``evidence`` (only those: others stay empty and unread); a frame
+    whose section the manifest lacks is empty."""
+    return Frames(
+        **{
+            name: evidence.frame(name) if evidence.has(SECTION_OF[name]) else empty(name)
+            for name in names
+        }
+    )
 
 
 def log_context(evidence: Evidence, runs: pd.DataFrame, as_of: pd.Timestamp) -> Evidence:

@@ -8,6 +8,7 @@ threads are stuck, and the fix.
 - ``findings``, ``plots``; ``steps``: what the notebook's cells call.
 """
 
+from incidentkit.flows.common import Frames
 from incidentkit.flows.latency_cliff.findings import latency_findings
 from incidentkit.flows.latency_cliff.plots import (
     plot_latency,
@@ -15,7 +16,7 @@ from incidentkit.flows.latency_cliff.plots import (
     plot_stuck_threads,
 )
 from incidentkit.flows.latency_cliff.steps import SECTIONS, findings, notes, setup, table, triage
-from incidentkit.flows.latency_cliff.triage import Frames, LatencyReport, triage_latency
+from incidentkit.flows.latency_cliff.triage import LatencyReport, triage_latency
 
 __all__ = [
     "SECTIONS",

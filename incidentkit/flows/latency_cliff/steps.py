@@ -16,13 +16,13 @@ from incidentkit.flows.common import (
     Settings,
     begin,
     findings_context,
-    frame_of,
+    frames_of,
     notes_view,
     up_to,
 )
 from incidentkit.flows.common import setting as profile_setting
 from incidentkit.flows.latency_cliff.findings import latency_findings
-from incidentkit.flows.latency_cliff.triage import Frames, LatencyReport, triage_latency
+from incidentkit.flows.latency_cliff.triage import LatencyReport, triage_latency
 
 FLOW = "latency_cliff"
 SECTIONS = FLOWS[FLOW].sections
@@ -81,14 +81,8 @@ def setup(
 
 def triage(evidence: Evidence, settings: Settings) -> LatencyReport:
     """The flow on the app's evidence: latency, the cliff, open invocations, stuck threads."""
-    frames = Frames(
-        runs=frame_of(evidence, "ledger", "runs"),
-        events=frame_of(evidence, "events", "events"),
-        calls=frame_of(evidence, "events", "calls"),
-        responses=frame_of(evidence, "events", "responses"),
-        spans=frame_of(evidence, "spans", "spans"),
-        diagnostics=frame_of(evidence, "diagnostics", "diagnostics"),
-        threads=frame_of(evidence, "threads", "threads"),
+    frames = frames_of(
+        evidence, ("runs", "events", "calls", "responses", "spans", "diagnostics", "threads")
     )
     return triage_latency(
         frames,

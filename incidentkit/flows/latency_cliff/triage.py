@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import partial
 
 import pandas as pd
 
 from incidentkit.flows._frames import as_columns
+from incidentkit.flows.common import Frames
 from incidentkit.flows.latency_cliff import cliff as cp
 from incidentkit.flows.latency_cliff.fixes import FIX_COLUMNS, fixes
 from incidentkit.flows.latency_cliff.hangs import by_last_event, open_invocations
@@ -32,24 +32,11 @@ from incidentkit.flows.latency_cliff.latency import (
     per_bucket,
 )
 from incidentkit.flows.latency_cliff.stacks import group_stuck, stuck_threads
-from incidentkit.frames import BOOL, FLOAT, INT, STR, TS, empty
+from incidentkit.frames import BOOL, FLOAT, INT, STR, TS
 
 ONE_MINUTE = pd.Timedelta(minutes=1)
 ERROR_Z = 3.0
 """How many standard errors apart two error rates must be to count as changed."""
-
-
-@dataclass(frozen=True)
-class Frames:
-    """The canonical frames the flow reads; a source that is absent is an empty frame."""
-
-    runs: pd.DataFrame = field(default_factory=partial(empty, "runs"))
-    events: pd.DataFrame = field(default_factory=partial(empty, "events"))
-    calls: pd.DataFrame = field(default_factory=partial(empty, "calls"))
-    responses: pd.DataFrame = field(default_factory=partial(empty, "responses"))
-    spans: pd.DataFrame = field(default_factory=partial(empty, "spans"))
-    diagnostics: pd.DataFrame = field(default_factory=partial(empty, "diagnostics"))
-    threads: pd.DataFrame = field(default_factory=partial(empty, "threads"))
 
 
 CLIFF_COLUMNS: Mapping[str, str] = {

@@ -8,10 +8,11 @@ and the loop that burned them.
 - ``findings``, ``plots``; ``steps``: what the notebook's cells call.
 """
 
+from incidentkit.flows.common import Frames
 from incidentkit.flows.runaway.findings import runaway_findings
 from incidentkit.flows.runaway.plots import plot_model_calls, plot_worst
 from incidentkit.flows.runaway.steps import SECTIONS, findings, notes, setup, table, triage
-from incidentkit.flows.runaway.triage import Frames, RunawayReport, triage_runaway
+from incidentkit.flows.runaway.triage import RunawayReport, triage_runaway
 
 __all__ = [
     "SECTIONS",

@@ -14,17 +14,18 @@ from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
 from incidentkit.flows import FLOWS
 from incidentkit.flows.common import (
+    Frames,
     Settings,
     begin,
     findings_context,
-    frame_of,
+    frames_of,
     notes_view,
     up_to,
 )
 from incidentkit.flows.common import setting as profile_setting
 from incidentkit.flows.runaway.findings import runaway_findings
 from incidentkit.flows.runaway.signatures import MIN_REPEATS
-from incidentkit.flows.runaway.triage import Frames, RunawayReport, triage_runaway
+from incidentkit.flows.runaway.triage import RunawayReport, triage_runaway
 from incidentkit.manifest import Window
 from incidentkit.times import utc_timestamp
 
@@ -142,29 +143,20 @@ def setup(
     return up_to(incident, values["as_of"]), Settings(FLOW, app, values, sources)
 
 
-def _frames(evidence: Evidence) -> Frames:
-    return Frames(
-        runs=frame_of(evidence, "ledger", "runs"),
-        events=frame_of(evidence, "events", "events"),
-        calls=frame_of(evidence, "events", "calls"),
-        responses=frame_of(evidence, "events", "responses"),
-        state_writes=frame_of(evidence, "events", "state_writes"),
-        spans=frame_of(evidence, "spans", "spans"),
-        diagnostics=frame_of(evidence, "diagnostics", "diagnostics"),
-    )
+READS = ("runs", "events", "calls", "responses", "state_writes", "spans", "diagnostics")
+"""The frames the flow reads."""
 
 
 def triage(evidence: Evidence, settings: Settings) -> RunawayReport:
     """The flow on the app's evidence: counts, limit hits, loops, the recommendation, cost."""
     baseline: Frames | None = None
     label = "the incident window"
-    if settings["baseline"] is not None:
-        start, _, end = str(settings["baseline"]).partition("/")
-        window = Window(pd.Timestamp(start), pd.Timestamp(end))
-        baseline = _frames(evidence.narrowed(replace(evidence.filters, window=window)))
+    window = baseline_window(settings["baseline"], settings["as_of"])  # START/END, as setup wrote
+    if window is not None:
+        baseline = frames_of(evidence.narrowed(replace(evidence.filters, window=window)), READS)
         label = f"the baseline {window.start:%Y-%m-%d %H:%M} to {window.end:%Y-%m-%d %H:%M} UTC"
     return triage_runaway(
-        _frames(evidence),
+        frames_of(evidence, READS),
         as_of=settings["as_of"],
         baseline=baseline,
         baseline_label=label,

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from functools import partial
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from incidentkit.flows._frames import as_columns, choose, per_group
 from incidentkit.flows._text import text
+from incidentkit.flows.common import Frames
 from incidentkit.flows.runaway import counts, limits
 from incidentkit.flows.runaway.signatures import (
     MIN_REPEATS,
@@ -27,25 +27,12 @@ from incidentkit.flows.runaway.signatures import (
     repeated_calls,
     silent_loops,
 )
-from incidentkit.frames import BOOL, FLOAT, INT, NINT, OBJ, STR, TS, SpanKind, empty
+from incidentkit.frames import BOOL, FLOAT, INT, NINT, OBJ, STR, TS, SpanKind
 
 FAR_ABOVE = 3
 """A configured limit this many times the recommendation or more is far above it."""
 FEW = 100
 """Healthy invocations below which a p99 is little more than their maximum."""
-
-
-@dataclass(frozen=True)
-class Frames:
-    """The canonical frames the flow reads; a source that is absent is an empty frame."""
-
-    runs: pd.DataFrame = field(default_factory=partial(empty, "runs"))
-    events: pd.DataFrame = field(default_factory=partial(empty, "events"))
-    calls: pd.DataFrame = field(default_factory=partial(empty, "calls"))
-    responses: pd.DataFrame = field(default_factory=partial(empty, "responses"))
-    state_writes: pd.DataFrame = field(default_factory=partial(empty, "state_writes"))
-    spans: pd.DataFrame = field(default_factory=partial(empty, "spans"))
-    diagnostics: pd.DataFrame = field(default_factory=partial(empty, "diagnostics"))
 
 
 COUNTED_COLUMNS: Mapping[str, str] = {

@@ -4,14 +4,13 @@ through real papermill runs from files, SQLite and PostgreSQL, against the pack'
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import INCIDENT_DB_PASSWORD
+from conftest import INCIDENT_DB_PASSWORD, pack_without
 
 import incidentkit as ik
 from incidentkit.errors import ParameterError, SourceError
@@ -39,15 +38,8 @@ ITEM_FIELDS = {
 
 
 def _without(tmp_path: Path, *sections: str) -> Path:
-    """A copy of the cliff pack whose manifest leaves ``sections`` out."""
-    pack = tmp_path / "pack"
-    shutil.copytree(CLIFF, pack)
-    manifest = pack / "evidence.toml"
-    text = manifest.read_text(encoding="utf-8")
-    for section in sections:
-        text = re.sub(rf"\n\[{section}\]\n(?:[^\[\n][^\n]*\n)*", "\n", text)
-    manifest.write_text(text, encoding="utf-8")
-    return pack
+    """A copy of the pack whose manifest leaves ``sections`` out."""
+    return pack_without(CLIFF, tmp_path, *sections)
 
 
 def assert_matches_truth(findings: dict[str, Any], *, threads: bool = True) -> None:

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from incidentkit.flows.latency_cliff import Frames, triage_latency
 from incidentkit.flows.latency_cliff.hangs import by_last_event, open_invocations
 from incidentkit.flows.latency_cliff.latency import (
     cross_check,
@@ -28,7 +29,6 @@ from incidentkit.flows.latency_cliff.stacks import (
     pool_of,
     stuck_threads,
 )
-from incidentkit.flows.latency_cliff.triage import Frames, triage_latency
 from incidentkit.frames import build
 
 T0 = pd.Timestamp("2026-11-29T03:00:00Z")

@@ -5,13 +5,11 @@ pack's truth."""
 from __future__ import annotations
 
 import json
-import re
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import INCIDENT_DB_PASSWORD
+from conftest import INCIDENT_DB_PASSWORD, pack_without
 
 from incidentkit.errors import ParameterError
 from incidentkit.findings import Findings
@@ -146,15 +144,8 @@ def test_every_app_of_the_healthy_pack_is_clean(app: str) -> None:
 
 
 def _without(tmp_path: Path, *sections: str) -> Path:
-    """A copy of the runaway pack whose manifest leaves ``sections`` out."""
-    pack = tmp_path / "pack"
-    shutil.copytree(RUNAWAY, pack)
-    manifest = pack / "evidence.toml"
-    text = manifest.read_text(encoding="utf-8")
-    for section in sections:
-        text = re.sub(rf"\n\[{section}\]\n(?:[^\[\n][^\n]*\n)*", "\n", text)
-    manifest.write_text(text, encoding="utf-8")
-    return pack
+    """A copy of the pack whose manifest leaves ``sections`` out."""
+    return pack_without(RUNAWAY, tmp_path, *sections)
 
 
 def test_without_the_plugin_log_the_events_count_and_the_spans_show_the_hit(
