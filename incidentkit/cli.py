@@ -97,15 +97,21 @@ def _session(args: argparse.Namespace) -> int:
             value=str(args.evidence),
             fix="add an [events] section to the manifest (docs/manifest.md)",
         )
+    from incidentkit.manifest import Filters
+
+    # The session's whole history, whatever the manifest's window (a database reads it alone);
+    # an unknown session is read against everything, so the error can name the sessions held.
+    mine = incident.narrowed(Filters(session_ids=(args.session_id,)))
+    source = mine if len(mine.events) else incident
     dump = session_dump(
-        incident.events,
-        incident.calls,
-        incident.responses,
-        incident.frame("state_writes"),
+        source.events,
+        source.calls,
+        source.responses,
+        source.frame("state_writes"),
         args.session_id,
     )
     sys.stdout.write(dump_text(dump))
-    rejects = incident.rejects_of(["events"])
+    rejects = source.rejects_of(["events"])
     if len(rejects):
         sys.stderr.write(
             f"incidentkit: {len(rejects)} event row(s) could not be read and are not in the "

@@ -10,6 +10,7 @@ import pandas as pd
 
 from incidentkit.errors import IncidentkitError
 from incidentkit.evidence import FRAME_SOURCES, Evidence
+from incidentkit.manifest import EARLIEST
 
 TIME_COLUMNS: Mapping[str, tuple[str, str]] = {
     "runs": ("started_at", "updated_at"),
@@ -17,6 +18,7 @@ TIME_COLUMNS: Mapping[str, tuple[str, str]] = {
     "calls": ("ts", "ts"),
     "responses": ("ts", "ts"),
     "state_writes": ("ts", "ts"),
+    "session_state": ("updated_at", "updated_at"),
     "journal": ("created_at", "updated_at"),
     "spans": ("start", "end"),
     "diagnostics": ("ts", "ts"),
@@ -244,16 +246,18 @@ def render_text(report: Coverage) -> str:
     if report.manifest:
         lines.append(f"manifest: {report.manifest}")
     if report.window:
-        lines.append(f"window:   {report.window[0]} .. {report.window[1]} (UTC)")
-    lines += ["", f"{'frame':<13}{'source':<13}{'rows':>9}  {'from':<26}{'to'}"]
+        start = report.window[0]
+        start = "everything stored" if start == _iso(EARLIEST) else start
+        lines.append(f"window:   {start} .. {report.window[1]} (UTC)")
+    lines += ["", f"{'frame':<15}{'source':<13}{'rows':>9}  {'from':<26}{'to'}"]
     for frame in report.frames:
         if frame.status == "loaded":
             lines.append(
-                f"{frame.frame:<13}{frame.source:<13}{frame.rows:>9}  "
+                f"{frame.frame:<15}{frame.source:<13}{frame.rows:>9}  "
                 f"{frame.start or '-':<26}{frame.end or '-'}"
             )
         else:
-            lines.append(f"{frame.frame:<13}{frame.source:<13}{'-':>9}  {frame.status}")
+            lines.append(f"{frame.frame:<15}{frame.source:<13}{'-':>9}  {frame.status}")
     errors = {frame.source: frame.error for frame in report.frames if frame.error}
     for source, error in errors.items():
         lines.append(f"  ! {source}: {error}")

@@ -20,6 +20,7 @@ FRAME_SOURCES: Mapping[str, str] = {
     "calls": "events",
     "responses": "events",
     "state_writes": "events",
+    "session_state": "events",
     "journal": "journal",
     "spans": "spans",
     "diagnostics": "diagnostics",
@@ -129,6 +130,10 @@ class Evidence:
     @property
     def state_writes(self) -> pd.DataFrame:
         return self.frame("state_writes")
+
+    @property
+    def session_state(self) -> pd.DataFrame:
+        return self.frame("session_state")
 
     @property
     def journal(self) -> pd.DataFrame:

@@ -173,6 +173,19 @@ STATE_WRITES = _spec(
     removed=BOOL,
     partial=BOOL,
 )
+SESSION_STATE = _spec(
+    "session_state",
+    "One row per key of the state a session store keeps (not replayed from deltas); keys "
+    "carry their app:/user: prefix as the session sees them.",
+    app_name=STR,
+    user_id=STR,
+    session_id=STR,
+    scope=STR,
+    key=STR,
+    value=OBJ,
+    source=STR,
+    updated_at=TS,
+)
 JOURNAL = _spec(
     "journal",
     "One row per side-effect journal entry, keyed by business identity.",
@@ -262,6 +275,7 @@ FRAMES: Mapping[str, FrameSpec] = {
         CALLS,
         RESPONSES,
         STATE_WRITES,
+        SESSION_STATE,
         JOURNAL,
         SPANS,
         DIAGNOSTICS,

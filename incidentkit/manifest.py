@@ -71,6 +71,10 @@ PROFILE_KEYS: Mapping[str, str] = {
 DATABASE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 
 
+EARLIEST = pd.Timestamp("1970-01-01", tz="UTC")
+"""The start of a window that reads everything stored before its end (a session's history)."""
+
+
 @dataclass(frozen=True)
 class Window:
     """A closed-open UTC time window ``[start, end)``."""

@@ -50,5 +50,21 @@ FLOWS: Mapping[str, Flow] = {
         sections=("diagnostics", "spans", "ledger", "events"),
         profile_keys=("max_llm_calls", "loop_exit_keys"),
     ),
+    "vanished_state": Flow(
+        name="vanished_state",
+        notebook="vanished_state.ipynb",
+        summary="say why a session forgot a state key: temp:, never durable, overwritten, "
+        "raced, removed or present, with the writes that prove it",
+        sections=("events", "ledger"),
+        profile_keys=(),
+    ),
+    "session": Flow(
+        name="session",
+        notebook="session.ipynb",
+        summary="dump one session event by event, list the errors that vanish, and draw the "
+        "session's swimlane",
+        sections=("events", "ledger", "diagnostics", "spans", "journal"),
+        profile_keys=(),
+    ),
 }
 """Every flow, by name."""

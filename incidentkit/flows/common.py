@@ -85,6 +85,8 @@ SECTION_OF: Mapping[str, str] = {
     "calls": "events",
     "responses": "events",
     "state_writes": "events",
+    "session_state": "events",
+    "journal": "journal",
     "spans": "spans",
     "diagnostics": "diagnostics",
     "threads": "threads",
@@ -101,6 +103,8 @@ class Frames:
     calls: pd.DataFrame = field(default_factory=partial(empty, "calls"))
     responses: pd.DataFrame = field(default_factory=partial(empty, "responses"))
     state_writes: pd.DataFrame = field(default_factory=partial(empty, "state_writes"))
+    session_state: pd.DataFrame = field(default_factory=partial(empty, "session_state"))
+    journal: pd.DataFrame = field(default_factory=partial(empty, "journal"))
     spans: pd.DataFrame = field(default_factory=partial(empty, "spans"))
     diagnostics: pd.DataFrame = field(default_factory=partial(empty, "diagnostics"))
     threads: pd.DataFrame = field(default_factory=partial(empty, "threads"))

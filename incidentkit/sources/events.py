@@ -26,8 +26,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from incidentkit.errors import ManifestError, SchemaError, SourceError
+from incidentkit.frames import build, empty
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources import adk_events, adk_python, sql
+from incidentkit.sources import adk_events, adk_python, session_state, sql
 from incidentkit.sources.adk_columns import pluck
 from incidentkit.sources.adk_events import (
     JAVA_JSON,
@@ -61,14 +62,17 @@ def load(
     environ: Mapping[str, str] | None = None,
     lookup: IdentityLookup | None = None,
 ) -> Loaded:
-    """Load the events section into ``events``, ``calls``, ``responses`` and ``state_writes``.
+    """Load the events section into ``events``, ``calls``, ``responses``, ``state_writes`` and
+    ``session_state`` (the state the store keeps, where it keeps one).
 
     ``lookup`` gives ledger rows to name the session of events that carry none.
     """
     sink = RejectSink(WHAT)
     batches: Iterable[Batch]
+    states: list[pd.DataFrame] = []
     if spec.is_database:
-        batches = [_read_database(spec, filters, environ)]
+        batch, stored = _read_database(spec, filters, environ, sink)
+        batches, states = [batch], [stored]
     else:
         if spec.format in _DATABASE_FORMATS:
             raise SourceError(
@@ -77,7 +81,7 @@ def load(
                 fix='give url = "env:NAME" (or a .db/.sqlite path), or drop the format',
             )
         batches = chain.from_iterable(
-            _read_file(path, spec.format, sink, spec.event_column) for path in spec.paths
+            _read_file(path, spec.format, sink, spec.event_column, states) for path in spec.paths
         )
     frames = normalise(
         batches,
@@ -87,13 +91,25 @@ def load(
         identity=spec.identity,
         lookup=lookup,
     )
+    kept = [part for part in states if not part.empty]
+    if not kept:
+        frames["session_state"] = empty("session_state")
+    else:
+        stored = build("session_state", pd.concat(kept, ignore_index=True))
+        frames["session_state"] = (
+            stored if spec.is_database else session_state.narrowed(stored, filters)
+        )
     return Loaded(frames=frames, rejects=sink.frame(), warnings=sink.warnings())
 
 
 # -- databases ---------------------------------------------------------------------------------
 
 
-def _read_database(spec: SourceSpec, filters: Filters, environ: Mapping[str, str] | None) -> Batch:
+def _read_database(
+    spec: SourceSpec, filters: Filters, environ: Mapping[str, str] | None, sink: RejectSink
+) -> tuple[Batch, pd.DataFrame]:
+    """The filtered events of the database, and the session state it keeps (ADK Python's
+    stores keep one; a table of ADK Java events does not)."""
     if spec.format == "adk-session-json":
         raise SourceError(
             f"{WHAT}: format adk-session-json reads files, but the manifest gives a database",
@@ -111,8 +127,16 @@ def _read_database(spec: SourceSpec, filters: Filters, environ: Mapping[str, str
     try:
         with sql.connect(engine, what=what) as conn:
             if _is_python_store(conn, spec):
-                return adk_python.read(conn, filters, what=what)
-            return _read_java_table(conn, spec, filters)
+                batch = adk_python.read(conn, filters, what=what)
+                stored = session_state.read_python_store(
+                    conn,
+                    filters,
+                    sink,
+                    epoch_seconds=batch.origin is adk_events.PYTHON_SQLITE,
+                    what=what,
+                )
+                return batch, stored
+            return _read_java_table(conn, spec, filters), empty("session_state")
     finally:
         engine.dispose()
 
@@ -182,12 +206,14 @@ def _read_java_table(conn: Connection, spec: SourceSpec, filters: Filters) -> Ba
 # -- files -------------------------------------------------------------------------------------
 
 
-def _read_file(path: Path, fmt: str | None, sink: RejectSink, column: str) -> Iterator[Batch]:
+def _read_file(
+    path: Path, fmt: str | None, sink: RejectSink, column: str, states: list[pd.DataFrame]
+) -> Iterator[Batch]:
     """The batches of one file, read as the normaliser asks: none when the file is empty.
 
-    A session document is one batch. JSON lines stream, a chunk of decoded records at a
-    time, so a file of millions of events never sits in memory as dicts; the first chunk
-    decides the origin of them all.
+    A session document is one batch (its ``state`` goes to ``states``). JSON lines stream, a
+    chunk of decoded records at a time, so a file of millions of events never sits in memory
+    as dicts; the first chunk decides the origin of them all.
     """
     require_content(path, what=WHAT)
     shape = _peek(path)  # None: no line is readable text; read as lines, each a reject
@@ -197,7 +223,7 @@ def _read_file(path: Path, fmt: str | None, sink: RejectSink, column: str) -> It
             locations = [f"{path.name}:[{i}]" for i in range(len(doc))]
             yield _batch(doc, locations, fmt, column, None)
         else:
-            yield _read_sessions(path, doc, fmt)
+            yield _read_sessions(path, doc, fmt, sink, states)
         return
     origin: Origin | None = None
     for records, locations in iter_json_line_chunks(path, sink, what=WHAT, size=adk_events.CHUNK):
@@ -277,8 +303,11 @@ def _peek(path: Path) -> str | None:
     return "document" if isinstance(value, dict) and "events" in value else "lines"
 
 
-def _read_sessions(path: Path, doc: Any, fmt: str | None) -> Batch:
-    """The events of a session document, or of a list of them, with the session's keys."""
+def _read_sessions(
+    path: Path, doc: Any, fmt: str | None, sink: RejectSink, states: list[pd.DataFrame]
+) -> Batch:
+    """The events of a session document, or of a list of them, with the session's keys; each
+    session's ``state`` goes to ``states``."""
     sessions = doc if isinstance(doc, list) else [doc]
     values: list[Any] = []
     meta: dict[str, list[Any]] = {"location": [], "app_name": [], "user_id": [], "session_id": []}
@@ -290,6 +319,16 @@ def _read_sessions(path: Path, doc: Any, fmt: str | None) -> Batch:
         meta["location"].extend(f"{where}events[{i}]" for i in range(len(events)))
         for col, value in keys.items():
             meta[col].extend([value] * len(events))
+        states.append(
+            session_state.from_document(
+                session.get("state"),
+                **keys,
+                updated_at=session.get("lastUpdateTime", session.get("last_update_time")),
+                source="session JSON state",
+                location=where.rstrip(":."),
+                sink=sink,
+            )
+        )
     return Batch(pd.Series(values, dtype=object), pd.DataFrame(meta), _origin(fmt, values))
 
 

@@ -485,6 +485,6 @@ def test_the_benchmark_writes_and_loads_a_file(tmp_path: Path) -> None:
     assert len(path.read_text(encoding="utf-8").splitlines()) == 400
     assert re.match(
         r"^.*events\.jsonl: .* events/s\), .*; events 400, calls 100, responses 100, "
-        r"state_writes 300; 0 rejects; peak RSS [\d,]+ MiB$",
+        r"state_writes 300, session_state 0; 0 rejects; peak RSS [\d,]+ MiB$",
         done.stdout,
     ), done.stdout

@@ -1,0 +1,93 @@
+"""What the one-session flows (``vanished_state``, ``session``) share: the session a user names,
+found in the evidence with its app and user, and the evidence read over its whole history."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Any
+
+import pandas as pd
+
+from incidentkit.errors import ParameterError
+from incidentkit.evidence import Evidence
+from incidentkit.flows.common import begin, up_to
+from incidentkit.flows.vanished_state.state import SessionRef, resolve_session
+from incidentkit.frames import empty
+from incidentkit.manifest import EARLIEST, Filters, Window
+
+
+def open_session(
+    flow: str,
+    evidence: Evidence | str | os.PathLike[str],
+    *,
+    session_id: str,
+    app_name: str = "",
+    user_id: str = "",
+    as_of: Any = "",
+) -> tuple[Evidence, SessionRef, dict[str, Any], dict[str, str]]:
+    """The incident narrowed to the session's app (its window up to ``as_of``: the manifest's
+    window end, else now); the session; the values so far (``as_of``, ``session_id``,
+    ``user_id``) and where each came from."""
+    if isinstance(evidence, str) and not evidence.strip():
+        raise ParameterError(
+            "evidence is empty",
+            value=evidence,
+            fix=f"give the incident's evidence.toml or its folder: incidentkit run {flow} "
+            "--evidence PATH -p session_id ID",
+        )
+    from incidentkit.evidence import open_evidence
+
+    incident = evidence if isinstance(evidence, Evidence) else open_evidence(evidence)
+    ref = find_session(incident, session_id, app_name=app_name, user_id=user_id)
+    incident, _, values, sources = begin(
+        flow, incident, app_name=ref.app_name, as_of=as_of, now_without_window=True
+    )
+    if not (app_name and app_name.strip()):
+        sources["app_name"] = "the session's events"
+    incident = up_to(incident, values["as_of"])
+    values.update(session_id=ref.session_id, user_id=ref.user_id)
+    sources.update(
+        session_id="parameter",
+        user_id="parameter" if user_id and user_id.strip() else "the session's events",
+    )
+    return incident, ref, values, sources
+
+
+def history(evidence: Evidence, as_of: pd.Timestamp, *, session_id: str | None = None) -> Evidence:
+    """``evidence`` read from the start of its history up to ``as_of`` (a session may have
+    started before the incident window), narrowed to ``session_id`` when given."""
+    whole = Window(EARLIEST, as_of + pd.Timedelta(microseconds=1))
+    filters = replace(evidence.filters, window=whole)
+    if session_id is not None:
+        filters = replace(filters, session_ids=(session_id,))
+    return evidence.narrowed(filters)
+
+
+def incident_window(evidence: Evidence, as_of: pd.Timestamp) -> tuple[Any, Any] | None:
+    """The manifest's own window cut at ``as_of`` (what a one-session flow's findings record:
+    its reading starts earlier, at the session's history)."""
+    window = evidence.manifest.filters.window
+    return None if window is None else (window.start, min(window.end, as_of))
+
+
+def find_session(
+    evidence: Evidence, session_id: str, *, app_name: str = "", user_id: str = ""
+) -> SessionRef:
+    """The session ``session_id`` names, read from the event log and the stored state of that
+    session alone (no window: it may have started before the incident), else the ledger."""
+    if not isinstance(session_id, str) or not session_id.strip():
+        return resolve_session(empty("events"), empty("session_state"), str(session_id or ""))
+    probe = evidence.narrowed(Filters(session_ids=(session_id.strip(),)))
+    events = probe.frame("events") if probe.has("events") else empty("events")
+    stored = probe.frame("session_state") if probe.has("events") else empty("session_state")
+    if events.empty and stored.empty and probe.has("ledger"):
+        runs = probe.runs
+        events = empty("events") if runs.empty else runs[["app_name", "user_id", "session_id"]]
+    if events.empty and stored.empty and not probe.has("events"):
+        raise ParameterError(
+            "the manifest has no [events] section: a session's state and events come from it",
+            value=str(evidence.manifest.path or "<manifest>"),
+            fix="add [events] pointing at the session store or event log (docs/manifest.md)",
+        )
+    return resolve_session(events, stored, session_id, app_name=app_name, user_id=user_id)

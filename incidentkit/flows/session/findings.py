@@ -1,0 +1,156 @@
+"""The session flow's findings: the errors that vanish (with the alert to add), errors per
+agent and tool, the session's events, and its overlapping invocations.
+
+Item ids and row fields are a contract (``docs/findings.md``); scripts read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from incidentkit.findings import (
+    ROW_LIMIT,
+    Finding,
+    Findings,
+    Provenance,
+    Severity,
+    iso_text,
+    rejects_item,
+    rows_of,
+    verdict_of,
+)
+from incidentkit.flows.session.errors import ALERT, COUNT_COLUMNS, EVENT_KIND
+from incidentkit.flows.session.triage import SessionReport
+from incidentkit.flows.vanished_state.overlaps import FIX as OVERLAP_FIX
+
+FLOW = "session"
+ERROR_ROW = ["location", "invocation_id", "kind", "error_code", "message"]
+ERROR_EXTRA = ["ts", "session_id", "agent", "tool", "run_outcome", "in_session"]
+EVENT_ROW = ["ts", "seq", "event_id", "invocation_id", "author", "calls", "responses", "delta"]
+EVENT_EXTRA = ["transfer", "error_code", "final"]
+
+
+def _errors(report: SessionReport, limit: int | None) -> Finding:
+    errors = report.errors
+    quiet = report.quiet
+    mine = errors.loc[errors["in_session"]]
+    coded = quiet.loc[quiet["kind"].eq(EVENT_KIND)]
+    lost = quiet.loc[quiet["kind"].eq("rx.undeliverable")]
+    parts = []
+    if len(coded):
+        codes = ", ".join(sorted(set(coded["error_code"].dropna())))
+        parts.append(
+            f"{len(coded)} event(s) carry an error code ({codes}) on runs that did not fail"
+        )
+    if len(lost):
+        parts.append(f"{len(lost)} undeliverable RxJava error(s)")
+    thrown = len(errors) - len(quiet)
+    if thrown:
+        parts.append(f"{thrown} logged model/tool/run error(s)")
+    title = (
+        "; ".join(parts) + f" ({len(mine)} in session {report.ref.session_id})"
+        if parts
+        else f"no error in session {report.ref.session_id} or around it"
+    )
+    return Finding(
+        f"{FLOW}/errors",
+        Severity.WARNING if len(quiet) else (Severity.INFO if not thrown else Severity.WARNING),
+        title,
+        f"Errors of the app over {report.errors_window}, and of the session wherever they fall "
+        "(in_session). An error code on an event is the model reporting a problem (a cut or "
+        "blocked answer) while nothing was thrown; an undeliverable error had no subscriber "
+        "left (the client hung up). Neither reaches an exception-based alert.",
+        ALERT if len(errors) else "None.",
+        rows_of(errors, [*ERROR_ROW, *ERROR_EXTRA], limit=limit),
+        len(errors),
+    )
+
+
+def _counts(report: SessionReport, limit: int | None) -> Finding | None:
+    if report.counts.empty:
+        return None
+    return Finding(
+        f"{FLOW}/error-counts",
+        Severity.INFO,
+        f"errors per kind, agent and tool: {len(report.counts)} group(s)",
+        "The same errors, counted: where they cluster is where to look first.",
+        "None: the counts are for the record.",
+        rows_of(report.counts, COUNT_COLUMNS, limit=limit),
+        len(report.counts),
+    )
+
+
+def _events(report: SessionReport, limit: int | None) -> Finding:
+    dump = report.dump
+    invocations = dump["invocation_id"].nunique()
+    return Finding(
+        f"{FLOW}/events",
+        Severity.INFO,
+        f"session {report.ref.session_id}: {len(dump)} stored event(s) in {invocations} "
+        f"invocation(s)",
+        "The session dump, one row per stored event in session order (the text form is in "
+        "the report and printed by incidentkit session).",
+        "None: the dump is for the record.",
+        rows_of(dump, [*EVENT_ROW, *EVENT_EXTRA], limit=limit),
+        len(dump),
+    )
+
+
+def _overlaps(report: SessionReport, limit: int | None) -> Finding | None:
+    pairs = report.overlaps
+    if pairs.empty:
+        return None
+    return Finding(
+        f"{FLOW}/overlapping-invocations",
+        Severity.WARNING,
+        f"{len(pairs)} pair(s) of invocations ran at the same time on session "
+        f"{report.ref.session_id}",
+        "Both start from the same session snapshot: the later write of a key wins silently. "
+        "The vanished-state flow says which keys it cost.",
+        OVERLAP_FIX,
+        rows_of(pairs, None, limit=limit),
+        len(pairs),
+    )
+
+
+def session_findings(
+    report: SessionReport,
+    *,
+    title: str | None = None,
+    window: tuple[Any, Any] | None = None,
+    rejects: pd.DataFrame | None = None,
+    row_limit: int | None = ROW_LIMIT,
+    parameters: Mapping[str, Any] | None = None,
+) -> Findings:
+    """The findings of the session flow, from :func:`.triage.triage_session`.
+
+    Verdict: INCOMPLETE_EVIDENCE when ``rejects`` is not empty; else ACTION_NEEDED when errors
+    vanished or were logged, or invocations overlapped on the session; else CLEAN.
+    """
+    rejects = rejects if rejects is not None else pd.DataFrame()
+    items: list[Finding] = []
+    if len(rejects):
+        items.append(rejects_item(FLOW, rejects, limit=row_limit))
+    items.append(_errors(report, row_limit))
+    for item in (_counts(report, row_limit), _overlaps(report, row_limit)):
+        if item is not None:
+            items.append(item)
+    items.append(_events(report, row_limit))
+    errors = report.errors
+    summary = {
+        "events": len(report.dump),
+        "invocations": int(report.dump["invocation_id"].nunique()),
+        "errors": len(errors),
+        "session_errors": int(errors["in_session"].sum()),
+        "error_code_events": int(errors["kind"].eq(EVENT_KIND).sum()),
+        "quiet_errors": len(report.quiet),
+        "undeliverable": int(errors["kind"].eq("rx.undeliverable").sum()),
+        "overlapping_invocations": len(report.overlaps),
+        "rejects": len(rejects),
+    }
+    verdict = verdict_of(items, incomplete=len(rejects) > 0)
+    provenance = Provenance(title, window, iso_text(report.as_of), dict(parameters or {}))
+    return Findings(FLOW, verdict, summary, tuple(items), provenance)

@@ -1,0 +1,164 @@
+"""The vanished-state flow's findings: a verdict per key with the writes that prove it, the
+invocations that overlapped on the session, and the replayed state beside the stored one.
+
+Item ids and row fields are a contract (``docs/findings.md``); scripts read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from incidentkit.findings import (
+    ROW_LIMIT,
+    Finding,
+    Findings,
+    Provenance,
+    Severity,
+    iso_text,
+    rejects_item,
+    rows_of,
+    verdict_of,
+)
+from incidentkit.flows.vanished_state.overlaps import FIX as OVERLAP_FIX
+from incidentkit.flows.vanished_state.triage import VanishedReport
+from incidentkit.flows.vanished_state.verdicts import FIXES, KeyVerdict
+
+FLOW = "vanished_state"
+KEY_ROW = ["key", "verdict", "cause", "why", "value", "written_by", "changed_by", "raced_with"]
+OVERLAP_ROW = ["session_id", "invocation_a", "invocation_b", "a_start", "a_end", "b_start", "b_end"]
+REPLAYED_ROW = ["key", "scope", "value", "stored_value", "matches"]
+VANISHED = frozenset(
+    {KeyVerdict.TEMP_PREFIX, KeyVerdict.NEVER_DURABLE, KeyVerdict.RACED, KeyVerdict.OVERWRITTEN}
+)
+"""Verdicts that explain a forgotten value (REMOVED and PRESENT point elsewhere)."""
+
+
+def key_text(row: Mapping[Any, Any]) -> str:
+    """One key's verdict in a few words: ``loyalty_tier NEVER_DURABLE (direct_mutation)``."""
+    cause = row["cause"]
+    return f"{row['key']} {row['verdict']}" + (f" ({cause})" if isinstance(cause, str) else "")
+
+
+def _keys(report: VanishedReport, limit: int | None) -> Finding:
+    keys = report.keys
+    counts = keys["verdict"].value_counts()
+    vanished = keys.loc[keys["verdict"].isin(VANISHED | {KeyVerdict.REMOVED})]
+    shown = "; ".join(key_text(row) for row in keys.head(6).to_dict("records"))
+    more = f"; and {len(keys) - 6} more" if len(keys) > 6 else ""
+    session = report.ref.session_id
+    head = (
+        f"{len(vanished)} of {len(keys)} key(s) of session {session} did not stick: "
+        if len(vanished)
+        else f"all {len(keys)} key(s) of session {session} are present: "
+    )
+    title = head + shown + more
+    detail = " ".join(f"{row['key']}: {row['why']}." for row in keys.to_dict("records"))
+    found = [KeyVerdict(v) for v in counts.index]
+    order = [v for v in KeyVerdict if v in found]
+    action = " ".join(f"{v.value}: {FIXES[v]}" for v in order)
+    severity = Severity.WARNING if len(vanished) else Severity.INFO
+    rows = rows_of(keys, [*KEY_ROW, "fix"], limit=limit)
+    return Finding(f"{FLOW}/keys", severity, title, detail, action, rows, len(keys))
+
+
+def _overlaps(report: VanishedReport, limit: int | None) -> Finding | None:
+    pairs = report.overlaps
+    if pairs.empty:
+        return None
+    first = pairs.iloc[0]
+    return Finding(
+        f"{FLOW}/overlapping-invocations",
+        Severity.WARNING,
+        f"{len(pairs)} pair(s) of invocations ran at the same time on session "
+        f"{report.ref.session_id}: {first['invocation_a']} ({_span(first, 'a')}) and "
+        f"{first['invocation_b']} ({_span(first, 'b')})",
+        "Both started from the same session snapshot, so the later write of a key wins and the "
+        "other's change is lost (or a database session service rejects the stale append). Two "
+        "invocations seconds apart on one session are a double submit or a retrying client.",
+        OVERLAP_FIX,
+        rows_of(pairs, [*OVERLAP_ROW, "source"], limit=limit),
+        len(pairs),
+    )
+
+
+def _span(row: pd.Series, side: str) -> str:
+    start, end = row[f"{side}_start"], row[f"{side}_end"]
+    return f"{start:%H:%M:%S.%f}"[:-3] + f"–{end:%H:%M:%S.%f}"[:-3] + " UTC"
+
+
+def _replayed(report: VanishedReport, limit: int | None) -> Finding:
+    replayed = report.replayed
+    differ = report.differences
+    if not report.store_keeps_state:
+        title = (
+            f"replayed {len(replayed)} key(s) from the stored deltas; the evidence holds no "
+            "stored state to compare them with"
+        )
+        severity = Severity.INFO
+        action = "None; add the session store to [events] to compare."
+    elif len(differ):
+        title = (
+            f"{len(differ)} key(s) differ between the replayed deltas and the stored state: "
+            + ", ".join(differ["key"].head(5))
+        )
+        severity = Severity.WARNING
+        action = (
+            "A key stored without a delta was set outside the event log (create_session state, "
+            "a direct write to the store, or a write before the events read); a key replayed "
+            "but not stored was lost on the way to storage: check the writer and the store."
+        )
+    else:
+        title = f"the replayed state equals the stored state ({len(replayed)} key(s))"
+        severity = Severity.INFO
+        action = "None."
+    return Finding(
+        f"{FLOW}/replayed-state",
+        severity,
+        title,
+        "The session's stored deltas applied in event order as ADK applies them (partial events "
+        "and temp: keys skipped, a removal deletes, app:/user: keys from every session of the "
+        "app and the user), beside the state the store keeps; a stored null counts as absent.",
+        action,
+        rows_of(replayed, [*REPLAYED_ROW, "stored_in"], limit=limit),
+        len(replayed),
+    )
+
+
+def vanished_state_findings(
+    report: VanishedReport,
+    *,
+    title: str | None = None,
+    window: tuple[Any, Any] | None = None,
+    rejects: pd.DataFrame | None = None,
+    row_limit: int | None = ROW_LIMIT,
+    parameters: Mapping[str, Any] | None = None,
+) -> Findings:
+    """The findings of the vanished-state flow, from :func:`.triage.triage_vanished_state`.
+
+    Verdict: INCOMPLETE_EVIDENCE when ``rejects`` (unread rows of the flow's sources) is not
+    empty; else ACTION_NEEDED when a key did not stick, invocations overlapped or the replay
+    differs from the stored state; else CLEAN (every key present: the bug is on the read side).
+    """
+    rejects = rejects if rejects is not None else pd.DataFrame()
+    items: list[Finding] = []
+    if len(rejects):
+        items.append(rejects_item(FLOW, rejects, limit=row_limit))
+    items.append(_keys(report, row_limit))
+    overlap = _overlaps(report, row_limit)
+    if overlap is not None:
+        items.append(overlap)
+    items.append(_replayed(report, row_limit))
+    counts = report.keys["verdict"].value_counts()
+    summary = {
+        "keys": len(report.keys),
+        **{v.value.lower(): int(counts.get(v.value, 0)) for v in KeyVerdict},
+        "overlapping_invocations": len(report.overlaps),
+        "replay_differences": len(report.differences),
+        "rejects": len(rejects),
+    }
+    verdict = verdict_of(items, incomplete=len(rejects) > 0)
+    provenance = Provenance(title, window, iso_text(report.as_of), dict(parameters or {}))
+    return Findings(FLOW, verdict, summary, tuple(items), provenance)

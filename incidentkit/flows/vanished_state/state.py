@@ -1,0 +1,146 @@
+"""One session's state: its stored deltas replayed as ADK applies them, beside the state the
+store keeps.
+
+ADK applies an event's ``stateDelta`` when the event is appended: a partial (streamed) event is
+not appended at all, a ``temp:`` key is skipped, a removal (ADK Java's sentinel, a JSON null)
+deletes the key. ``app:`` keys are shared by every session of the app and ``user:`` keys by
+every session of the user, so their writes come from those sessions too, in time order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from incidentkit.errors import ParameterError
+from incidentkit.frames import StateScope
+
+WRITE_COLUMNS = ["event_id", "session_id", "invocation_id", "seq", "ts", "author", "tool"]
+REPLAYED_COLUMNS = ["key", "scope", "value", "stored_value", "matches", "stored_in"]
+
+
+@dataclass(frozen=True)
+class SessionRef:
+    """The session a replay is for: its app, its user and its id."""
+
+    app_name: str
+    user_id: str
+    session_id: str
+
+
+def resolve_session(
+    events: pd.DataFrame,
+    stored: pd.DataFrame,
+    session_id: str,
+    *,
+    app_name: str = "",
+    user_id: str = "",
+) -> SessionRef:
+    """The session ``session_id`` names, its app and user read off its events (else its stored
+    state); a given ``app_name``/``user_id`` must agree. An unknown session is a
+    ParameterError naming how many sessions the evidence holds."""
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise ParameterError(
+            "session_id is empty",
+            value=session_id,
+            fix="give the session the customer used, e.g. -p session_id <id> "
+            "(incidentkit session --help; the ledger's and the event log's session_id column)",
+        )
+    sid = session_id.strip()
+    for frame in (events, stored):
+        mine = frame.loc[frame["session_id"].eq(sid), ["app_name", "user_id"]].dropna()
+        if mine.empty:
+            continue
+        app, user = str(mine["app_name"].iloc[0]), str(mine["user_id"].iloc[0])
+        for name, given, found in (("app_name", app_name, app), ("user_id", user_id, user)):
+            if given and given.strip() and given.strip() != found:
+                raise ParameterError(
+                    f"session {sid} belongs to {name} {found!r}, not {given.strip()!r}",
+                    value=given,
+                    fix=f"drop the {name} parameter (the session names it) or give {found!r}",
+                )
+        return SessionRef(app, user, sid)
+    held = pd.concat([events["session_id"], stored["session_id"]]).dropna().unique()
+    examples = ", ".join(sorted(map(str, held))[:3])
+    raise ParameterError(
+        f"session {sid!r} is in neither the event log nor the stored state; they hold "
+        f"{len(held)} session(s)" + (f", e.g. {examples}" if len(held) else ""),
+        value=sid,
+        fix="check the id (copy it from the ledger or the event log), the manifest's app_name "
+        "and window, and that [events] points at the session store the app used",
+    )
+
+
+def visible_writes(
+    writes: pd.DataFrame, events: pd.DataFrame, responses: pd.DataFrame, ref: SessionRef
+) -> pd.DataFrame:
+    """Every stored write the session sees, in the order ADK applied them: its own keys' and
+    the ``app:``/``user:`` keys its app's and its user's sessions wrote. Adds ``tool`` (the
+    function whose response carried the delta, if one did) and ``user_id``."""
+    users = events.drop_duplicates("session_id").set_index("session_id")["user_id"]
+    owner = writes["session_id"].map(users)
+    scope = writes["scope"]
+    mine = writes["session_id"].eq(ref.session_id)
+    shared = scope.eq(StateScope.APP) | (scope.eq(StateScope.USER) & owner.eq(ref.user_id))
+    seen = writes.loc[mine | shared.fillna(False).astype(bool)].copy()
+    seen["user_id"] = owner.loc[seen.index]
+    tools = responses.drop_duplicates("event_id").set_index("event_id")["name"]
+    seen["tool"] = seen["event_id"].map(tools).astype("str")
+    ordered = seen.sort_values(["ts", "session_id", "seq"], kind="stable")
+    return ordered.reset_index(drop=True)
+
+
+def replay(writes: pd.DataFrame) -> pd.DataFrame:
+    """The state the ``writes`` (from :func:`visible_writes`) leave, as ADK applies them: one
+    row per key still set, with the write that set it (partial and ``temp:`` writes
+    skipped; a removal deletes)."""
+    applied = writes.loc[~writes["partial"] & writes["scope"].ne(StateScope.TEMP)]
+    last = applied.drop_duplicates("key", keep="last")
+    kept = last.loc[~last["removed"]]
+    return kept[["key", "scope", "value", *WRITE_COLUMNS]].reset_index(drop=True)
+
+
+def stored_state(stored: pd.DataFrame, ref: SessionRef) -> pd.DataFrame:
+    """The stored state the session sees: its own keys, its user's and its app's, one row per
+    key (the latest, where sources overlap)."""
+    scope = stored["scope"]
+    app = stored["app_name"].eq(ref.app_name)
+    own = stored["session_id"].eq(ref.session_id)
+    here = own | stored["session_id"].isna()
+    user = stored["user_id"].eq(ref.user_id)
+    visible = app & (
+        (own & scope.isin([StateScope.SESSION, StateScope.TEMP]))
+        | (scope.eq(StateScope.USER) & user & here)
+        | (scope.eq(StateScope.APP) & here)
+    )
+    mine = stored.loc[visible.fillna(False).astype(bool)]
+    latest = mine.sort_values("updated_at", kind="stable", na_position="first")
+    return latest.drop_duplicates("key", keep="last").reset_index(drop=True)
+
+
+def compare(
+    replayed: pd.DataFrame, stored: pd.DataFrame, *, store_keeps_state: bool
+) -> pd.DataFrame:
+    """Replayed beside stored, one row per key either names (:data:`REPLAYED_COLUMNS`).
+
+    ``matches`` is None when the store keeps no state (an event log alone); a stored null is
+    an absent key (ADK Python keeps a key set to None, the removal its delta recorded).
+    """
+    left = replayed.set_index("key")
+    right = stored.set_index("key")
+    keys = list(dict.fromkeys([*left.index, *right.index]))
+    rows = []
+    for key in keys:
+        value = left["value"].get(key)
+        held = right["value"].get(key)
+        scope = left["scope"].get(key, right["scope"].get(key))
+        same = _same(value, held) if store_keeps_state else None
+        where = right["source"].get(key) if key in right.index else None
+        rows.append((key, scope, value, held, same, where))
+    frame = pd.DataFrame(rows, columns=REPLAYED_COLUMNS)
+    return frame.astype({"value": object, "stored_value": object, "matches": object})
+
+
+def _same(value: object, held: object) -> bool:
+    return bool(value == held) if value is not None and held is not None else value is held

@@ -1,0 +1,113 @@
+"""The vanished-state flow's steps: what its notebook's cells call, one call per cell."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from incidentkit.errors import ParameterError
+from incidentkit.evidence import Evidence
+from incidentkit.findings import Findings
+from incidentkit.flows import FLOWS
+from incidentkit.flows._session import history, incident_window, open_session
+from incidentkit.flows.common import Settings, findings_context, frames_of, notes_view
+from incidentkit.flows.vanished_state.findings import vanished_state_findings
+from incidentkit.flows.vanished_state.triage import VanishedReport, triage_vanished_state
+
+FLOW = "vanished_state"
+SECTIONS = FLOWS[FLOW].sections
+READS = ("runs", "events", "responses", "state_writes", "session_state")
+"""The frames the flow reads."""
+
+
+def state_keys(value: Any) -> list[str]:
+    """The ``keys`` parameter: a list of state keys (JSON text of one is accepted, as a shell
+    passes it); empty means every key the session names."""
+    fix = 'give a list of state keys, e.g. -p keys \'["loyalty_tier", "cart"]\' ([] for all)'
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return []
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                raise ParameterError("keys is not a JSON list", value=text, fix=fix) from None
+        else:
+            value = [text]
+    if value is None:
+        return []
+    if not isinstance(value, list | tuple) or not all(
+        isinstance(k, str) and k.strip() for k in value
+    ):
+        raise ParameterError("keys is not a list of state keys", value=value, fix=fix)
+    return list(dict.fromkeys(k.strip() for k in value))
+
+
+def setup(
+    evidence: Evidence | str | os.PathLike[str],
+    *,
+    session_id: str = "",
+    keys: list[str] | str | None = None,
+    app_name: str = "",
+    user_id: str = "",
+    as_of: Any = "",
+) -> tuple[Evidence, Settings]:
+    """The incident narrowed to the session's app and read over its whole history up to
+    ``as_of`` (``app:``/``user:`` keys come from other sessions too), and the flow's settings.
+    ``session_id`` is required; the app and the user come from the session's events when not
+    given."""
+    chosen = state_keys(keys)
+    incident, ref, values, sources = open_session(
+        FLOW, evidence, session_id=session_id, app_name=app_name, user_id=user_id, as_of=as_of
+    )
+    values["keys"] = chosen
+    sources["keys"] = "parameter" if chosen else "default: every key the session names"
+    return history(incident, values["as_of"]), Settings(FLOW, ref.app_name, values, sources)
+
+
+def triage(evidence: Evidence, settings: Settings) -> VanishedReport:
+    """The flow on the session: verdicts, replay, overlapping invocations."""
+    return triage_vanished_state(
+        frames_of(evidence, READS),
+        settings["session_id"],
+        as_of=settings["as_of"],
+        keys=settings["keys"],
+        app_name=settings.app_name,
+        user_id=settings["user_id"],
+    )
+
+
+def findings(report: VanishedReport, evidence: Evidence, settings: Settings) -> Findings:
+    """The flow's findings, with the incident's title, window, settings and rejects."""
+    context = findings_context(evidence, settings, SECTIONS)
+    context["window"] = incident_window(evidence, settings["as_of"])
+    return vanished_state_findings(report, **context)
+
+
+SHOWN: Mapping[str, tuple[str, ...]] = {
+    "keys": ("key", "verdict", "cause", "why", "value", "fix"),
+    "writes": (
+        *("ts", "session_id", "invocation_id", "author", "tool", "key", "value"),
+        *("removed", "partial"),
+    ),
+    "replayed": ("key", "scope", "value", "stored_value", "matches", "stored_in"),
+    "overlaps": ("invocation_a", "a_start", "a_end", "invocation_b", "b_start", "b_end", "source"),
+    "ranges": ("invocation_id", "start", "end", "source"),
+}
+"""The columns each view shows in the report; findings.json keeps every contract column."""
+
+
+def table(report: VanishedReport, view: str) -> Any:
+    """One view of the report (``"keys"``, ``"writes"``, ``"replayed"``, ``"overlaps"``,
+    ``"ranges"``) for people."""
+    from incidentkit.report import table as people_table
+
+    return people_table(getattr(report, view), SHOWN[view])
+
+
+def notes(report: VanishedReport) -> Any:
+    """What the flow cannot tell from the sources present, as Markdown."""
+    return notes_view(report.notes)
