@@ -139,8 +139,8 @@ def write_pack(
         target.write_text(render(dump, world.rng, zone=spec.zone), encoding="utf-8", newline="\n")
         counts.threads += dump.rows
     java = events_format == "adk-java"
-    journal = into is not None or counts.journal > 0
-    if not journal:  # a tool journal nobody wrote to: no file (an empty export reads as lost)
+    journal = counts.journal > 0
+    if not journal:  # a tool journal nobody wrote to: no section (an empty one reads as lost)
         (folder / "journal.jsonl").unlink(missing_ok=True)
     files = _files(
         java=java, into=into is not None, journal=journal, dumps=[d.file for d in plan.dumps]

@@ -437,3 +437,69 @@ def test_the_saved_session_json_is_the_main_session(world: Any) -> None:
     deltas = [event["actions"].get("stateDelta", {}) for event in saved["events"]]
     assert {"gift_note": None} in deltas
     assert not any(k.startswith("temp:") or k == "loyalty_tier" for d in deltas for k in d)
+
+
+# --- the vanished-state flow on what ADK stored --------------------------------------------------
+
+
+def _flow(evidence: Any, session_id: str, keys: list[str]) -> dict[str, Any]:
+    from incidentkit.flows import vanished_state as vs
+
+    incident, settings = vs.setup(evidence, session_id=session_id, keys=keys)
+    report = vs.triage(incident, settings)
+    findings: dict[str, Any] = vs.findings(report, incident, settings).to_dict()
+    return findings
+
+
+def _items(findings: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {item["id"]: item for item in findings["items"]}
+
+
+def test_the_flow_gives_each_key_the_verdict_of_what_adk_stored(world: Any) -> None:
+    incident = open_evidence(world.manifest, environ=world.environ)
+    findings = _flow(incident, world.session_id, list(world.keys))
+    rows = {row["key"]: row for row in _items(findings)["vanished_state/keys"]["rows"]}
+    for key, truth in world.keys.items():
+        row = rows[key]
+        assert row["verdict"] == truth["verdict"], (key, row["why"])
+        if truth["verdict"] == "NEVER_DURABLE":
+            assert row["cause"] == truth["cause"], key
+        if truth["verdict"] in ("PRESENT", "OVERWRITTEN"):
+            assert row["value"] == truth["final_value"], key
+        if truth["verdict"] in ("OVERWRITTEN", "REMOVED"):
+            last = truth["writes"][-1]
+            assert row["changed_by"]["event_id"] == last["event_id"], key
+            assert row["changed_by"]["invocation_id"] == last["invocation_id"], key
+        if truth["verdict"] == "PRESENT" and not truth["writes"]:
+            assert row["cause"] == "set_at_creation", key  # no delta: create_session state
+    tier = rows["user:tier"]  # the user's other session changed it
+    assert tier["changed_by"]["session_id"] == world.second_session_id
+    replayed = _items(findings)["vanished_state/replayed-state"]
+    assert all(row["matches"] for row in replayed["rows"]), replayed["rows"]
+    assert findings["verdict"] == "ACTION_NEEDED"
+
+
+def test_from_the_saved_session_json_the_other_sessions_write_shows_as_a_difference(
+    world: Any, tmp_path: Any
+) -> None:
+    manifest = tmp_path / "evidence.toml"
+    manifest.write_text(
+        f'[events]\npath = "{world.session_file}"\nformat = "adk-session-json"\n',
+        encoding="utf-8",
+    )
+    findings = _flow(manifest, world.session_id, list(world.keys))
+    rows = {row["key"]: row for row in _items(findings)["vanished_state/keys"]["rows"]}
+    assert rows["loyalty_tier"]["verdict"] == "NEVER_DURABLE"
+    assert rows["preferred_language"]["cause"] == "set_at_creation"
+    replayed = {
+        row["key"]: row for row in _items(findings)["vanished_state/replayed-state"]["rows"]
+    }
+    # The JSON holds this session's events only: its user:tier write replays to the first value,
+    # while its state (merged by get_session) holds the second session's.
+    tier = replayed["user:tier"]
+    assert (tier["value"], tier["stored_value"], tier["matches"]) == (
+        world.keys["user:tier"]["writes"][0]["value"],
+        world.keys["user:tier"]["final_value"],
+        False,
+    )
+    assert _items(findings)["vanished_state/replayed-state"]["severity"] == "WARNING"

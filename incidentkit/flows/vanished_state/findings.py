@@ -106,9 +106,10 @@ def _replayed(report: VanishedReport, limit: int | None) -> Finding:
         )
         severity = Severity.WARNING
         action = (
-            "A key stored without a delta was set outside the event log (create_session state, "
-            "a direct write to the store, or a write before the events read); a key replayed "
-            "but not stored was lost on the way to storage: check the writer and the store."
+            "A stored value no replayed delta explains was written past the event log (a "
+            "direct write to the store, or another session's events that were not read); a "
+            "key replayed but not stored was lost on the way to storage: check the writer and "
+            "the store."
         )
     else:
         title = f"the replayed state equals the stored state ({len(replayed)} key(s))"
@@ -120,9 +121,10 @@ def _replayed(report: VanishedReport, limit: int | None) -> Finding:
         title,
         "The session's stored deltas applied in event order as ADK applies them (partial events "
         "and temp: keys skipped, a removal deletes, app:/user: keys from every session of the "
-        "app and the user), beside the state the store keeps; a stored null counts as absent.",
+        "app and the user), starting from the stored keys no delta names (state given to "
+        "create_session), beside the state the store keeps; a stored null counts as absent.",
         action,
-        rows_of(replayed, [*REPLAYED_ROW, "stored_in"], limit=limit),
+        rows_of(replayed, [*REPLAYED_ROW, "stored_in", "origin"], limit=limit),
         len(replayed),
     )
 

@@ -27,14 +27,14 @@ def invocation_ranges(events: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     logged = (
         events.dropna(subset=["invocation_id", "ts"])
         .groupby(["session_id", "invocation_id"], sort=False)["ts"]
-        .agg(["min", "max"])
+        .agg(min_e="min", max_e="max")
     )
     ledger = (
         runs.dropna(subset=["invocation_id", "started_at"])
         .groupby(["session_id", "invocation_id"], sort=False)
-        .agg(min=("started_at", "min"), max=("updated_at", "max"))
+        .agg(min_l=("started_at", "min"), max_l=("updated_at", "max"))
     )
-    joined = logged.join(ledger, how="outer", lsuffix="_e", rsuffix="_l")
+    joined = logged.join(ledger, how="outer")
     start = joined[["min_e", "min_l"]].min(axis=1)
     end = joined[["max_e", "max_l"]].max(axis=1)
     has_e, has_l = joined["min_e"].notna(), joined["min_l"].notna()

@@ -9,6 +9,7 @@ every session of the user, so their writes come from those sessions too, in time
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pandas as pd
@@ -17,7 +18,7 @@ from incidentkit.errors import ParameterError
 from incidentkit.frames import StateScope
 
 WRITE_COLUMNS = ["event_id", "session_id", "invocation_id", "seq", "ts", "author", "tool"]
-REPLAYED_COLUMNS = ["key", "scope", "value", "stored_value", "matches", "stored_in"]
+REPLAYED_COLUMNS = ["key", "scope", "value", "stored_value", "matches", "stored_in", "origin"]
 
 
 @dataclass(frozen=True)
@@ -120,24 +121,36 @@ def stored_state(stored: pd.DataFrame, ref: SessionRef) -> pd.DataFrame:
 
 
 def compare(
-    replayed: pd.DataFrame, stored: pd.DataFrame, *, store_keeps_state: bool
+    replayed: pd.DataFrame,
+    stored: pd.DataFrame,
+    *,
+    store_keeps_state: bool,
+    written: Iterable[str] = (),
 ) -> pd.DataFrame:
     """Replayed beside stored, one row per key either names (:data:`REPLAYED_COLUMNS`).
 
-    ``matches`` is None when the store keeps no state (an event log alone); a stored null is
-    an absent key (ADK Python keeps a key set to None, the removal its delta recorded).
+    A stored key no delta in ``written`` names started the replay (state given to
+    ``create_session`` has no delta; ``origin`` says so). ``matches`` is None when the store
+    keeps no state (an event log alone); a stored null is an absent key (ADK Python keeps a
+    key set to None, the removal its delta recorded).
     """
     left = replayed.set_index("key")
     right = stored.set_index("key")
+    named = set(written)
     keys = list(dict.fromkeys([*left.index, *right.index]))
     rows = []
     for key in keys:
-        value = left["value"].get(key)
         held = right["value"].get(key)
         scope = left["scope"].get(key, right["scope"].get(key))
+        if key in left.index:
+            value, origin = left["value"].get(key), "event delta"
+        elif key in named:
+            value, origin = None, "event delta (removed or never applied)"
+        else:
+            value, origin = held, "stored without a delta (create_session state)"
         same = _same(value, held) if store_keeps_state else None
         where = right["source"].get(key) if key in right.index else None
-        rows.append((key, scope, value, held, same, where))
+        rows.append((key, scope, value, held, same, where, origin))
     frame = pd.DataFrame(rows, columns=REPLAYED_COLUMNS)
     return frame.astype({"value": object, "stored_value": object, "matches": object})
 

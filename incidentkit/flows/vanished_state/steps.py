@@ -93,7 +93,7 @@ SHOWN: Mapping[str, tuple[str, ...]] = {
         *("ts", "session_id", "invocation_id", "author", "tool", "key", "value"),
         *("removed", "partial"),
     ),
-    "replayed": ("key", "scope", "value", "stored_value", "matches", "stored_in"),
+    "replayed": ("key", "scope", "value", "stored_value", "matches", "stored_in", "origin"),
     "overlaps": ("invocation_a", "a_start", "a_end", "invocation_b", "b_start", "b_end", "source"),
     "ranges": ("invocation_id", "start", "end", "source"),
 }

@@ -67,7 +67,9 @@ def triage_vanished_state(
     partials = bool(session_events["partial"].any())
     ctx = verdicts.Context(ref, writes, stored, keeps, partials, ranges)
     judged = verdicts.judge(ctx, verdicts.keys_to_judge(ctx, keys))
-    replayed = state.compare(state.replay(writes), stored, store_keeps_state=keeps)
+    replayed = state.compare(
+        state.replay(writes), stored, store_keeps_state=keeps, written=writes["key"]
+    )
     notes = _notes(frames, keeps, partials)
     return VanishedReport(
         ref=ref,
