@@ -23,7 +23,8 @@ NO_OFFSET = "timestamp without a UTC offset (set timezone in the manifest)"
 NOT_ISO = "not an ISO 8601 timestamp"
 OUT_OF_RANGE = "timestamp out of range (the kit reads 1677-09-22 to 2262-04-11)"
 _NS_PER = {"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1.0}
-_NS_LIMIT = 9.2e18
+NS_LIMIT = 9.2e18
+"""Nanoseconds since the epoch a frame time can hold (int64, with a margin): before 2262."""
 
 
 def zone_of(naive: Naive) -> str | None:
@@ -75,7 +76,7 @@ def parse_utc(
     if unit is not None:
         numbers = to_numbers(values)
         reasons[present & numbers.isna()] = f"timestamp is not a number of {unit}"
-        in_range = numbers.abs() * _NS_PER[unit] < _NS_LIMIT
+        in_range = numbers.abs() * _NS_PER[unit] < NS_LIMIT
         reasons[numbers.notna() & ~in_range] = OUT_OF_RANGE
         numbers = numbers.where(in_range)
         times = pd.to_datetime(numbers, unit=cast(Any, unit), utc=True).dt.as_unit("ns")

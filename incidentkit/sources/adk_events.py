@@ -54,6 +54,7 @@ from incidentkit.sources.adk_parts import (
 )
 from incidentkit.sources.base import RejectSink, bulk_decoding, parse_json_values
 from incidentkit.sources.tokens import REASON, USAGE_KEYS, event_tokens, warn_unreadable
+from incidentkit.times import NS_LIMIT, OUT_OF_RANGE
 
 MS_THRESHOLD = 1e11
 """Epoch timestamps at or above this are milliseconds, below it seconds."""
@@ -382,10 +383,16 @@ def _times(
         numbers = np.array(to_numbers(pd.Series(raw, dtype=object)), dtype=float)
     with np.errstate(invalid="ignore"):
         is_num = ~np.isnan(numbers)
-        in_range = (numbers >= 0) & (numbers < 1e14)
+        java = origin.unit == "ms"
+        plausible = (numbers >= 0) & (numbers < 1e14)
+        # nanoseconds since the epoch must fit in int64 (the frames' unit): before 2262-04-11
+        representable = numbers < NS_LIMIT / (1e6 if java else 1e9)
         looks_ms = numbers >= MS_THRESHOLD
-    reasons.flag(is_num & ~in_range, lambda i: f"timestamp out of range: {raw[i]!r}")
-    java = origin.unit == "ms"
+
+    def out_of_range(i: int) -> str:
+        return f"timestamp out of range: {raw[i]!r} ({OUT_OF_RANGE})"
+
+    reasons.flag(is_num & ~plausible, out_of_range)
     reasons.flag(
         is_num & (looks_ms != java),
         lambda i: (
@@ -394,6 +401,7 @@ def _times(
             f"{'milliseconds' if java else 'seconds'} (mixed units)"
         ),
     )
+    reasons.flag(is_num & ~representable, out_of_range)
     numbers[reasons.bad] = np.nan
     times = pd.Series(pd.to_datetime(numbers, unit=origin.unit, utc=True)).dt.as_unit("ns")
     if fallback is not None:

@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection
 from incidentkit.frames import StateScope, build, empty
 from incidentkit.manifest import Filters
 from incidentkit.sources import sql
-from incidentkit.sources.base import RejectSink, parse_json_values
+from incidentkit.sources.base import RejectSink, canonical_json, parse_json_values
 from incidentkit.times import parse_utc
 
 SESSIONS = "sessions"
@@ -60,7 +60,7 @@ def from_document(
     if state is None:
         return empty("session_state")
     if not isinstance(state, dict):
-        sink.add(f"{location}.state", "state is not a JSON object", str(state)[:500])
+        sink.add(f"{location}.state", "state is not a JSON object", canonical_json(state)[:500])
         return empty("session_state")
     keys = pd.Series(list(map(str, state)), dtype=object)
     stamp = _document_time(updated_at)
@@ -112,9 +112,10 @@ def read_python_store(
         parts.append(_read_table(conn, table, scope, filters, sink, epoch_seconds, what))
     parts.append(_read_table(conn, APP_STATES, StateScope.APP, filters, sink, epoch_seconds, what))
     sessions = parts[0]
-    if filters.session_ids:  # the users of the sessions asked for; every user else
-        users = set(sessions["user_id"].dropna())
-        parts[1] = parts[1].loc[parts[1]["user_id"].isin(users)]
+    if filters.session_ids:  # the (app, user) of the sessions asked for; every user else
+        pairs = pd.MultiIndex.from_frame(sessions[["app_name", "user_id"]].astype(object))
+        users = pd.MultiIndex.from_frame(parts[1][["app_name", "user_id"]].astype(object))
+        parts[1] = parts[1].loc[users.isin(pairs)]
     kept = [part for part in parts if not part.empty]
     if not kept:
         return empty("session_state")

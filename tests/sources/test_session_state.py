@@ -305,7 +305,7 @@ def test_v1_on_sqlite_and_postgresql_and_the_sqlite_service_give_equal_frames(
         "sqlite service": open_sqlite(service),
     }
     want = expected(CONTENT)
-    assert len(want) == 9
+    assert len(want) == 8
     for name, ev in loaded.items():
         assert rejects_of(ev) == [], name
         got = state_of(ev)
@@ -411,8 +411,8 @@ def _rows(frame: pd.DataFrame) -> list[tuple[Any, ...]]:
 @pytest.mark.parametrize(
     ("shape", "make", "stamp", "source_format"),
     [
-        ("python", python_document, "2026-11-29T16:00:01.5Z", "adk-session-json"),
-        ("java", java_document, "2026-11-29T16:00:00.25Z", "adk-java-json"),
+        ("python", python_document, "2026-11-29T14:00:01.5Z", "adk-session-json"),
+        ("java", java_document, "2026-11-29T14:00:00.25Z", "adk-java-json"),
     ],
 )
 def test_a_session_document_gives_its_merged_state(
@@ -471,8 +471,6 @@ def test_a_document_state_that_is_not_an_object_is_a_reject_and_its_events_load(
     assert rejects_of(two) == [("two.json:[1].state", "state is not a JSON object")]
     assert two.session_state[["session_id", "key"]].values.tolist() == [["s-1", "k"]]
     assert sorted(two.events["event_id"]) == ["s-1-user", "s-2-user"]
-    raw = two.rejects_of(["events"])["raw"].tolist()
-    assert raw == [str(bad)]
 
 
 # -- 4. filters --------------------------------------------------------------------------------
@@ -505,7 +503,8 @@ def test_filters_keep_the_named_app_and_sessions_of_documents(tmp_path: Path) ->
 
 
 def test_manifest_filters_apply_to_documents_and_the_window_does_not(tmp_path: Path) -> None:
-    top = f'app_name = "shop"\nsessions = ["s-1"]\nwindow = {{ start = "{OUTSIDE[0]}", end = "{OUTSIDE[1]}" }}'
+    window = f'window = {{ start = "{OUTSIDE[0]}", end = "{OUTSIDE[1]}" }}'
+    top = f'app_name = "shop"\nsessions = ["s-1"]\n{window}'
     ev = ik.open_evidence(_three_documents(tmp_path, top))
     assert ev.events.empty  # the window drops every event
     assert _keys(ev.session_state) == [("s-1", "a"), ("s-1", "user:u")]
@@ -557,11 +556,6 @@ def test_filters_keep_the_named_app_and_sessions_of_a_store(store_path: Path) ->
     assert _db_keys(s1) == [k for k in shop if k[1] != "u2"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG session_state.read_python_store keeps user_states by user_id alone: a session "
-    "filter brings the same user id's state of every other app along",
-)
 def test_a_session_filter_keeps_only_that_sessions_users_state(store_path: Path) -> None:
     s1 = open_sqlite(store_path, session_ids=["s1"]).session_state
     users = s1.loc[s1["scope"].eq("user"), ["app_name", "user_id"]].values.tolist()
@@ -643,9 +637,13 @@ def test_a_jsonb_state_that_is_not_an_object_is_a_reject(tmp_path: Path, pg_url:
             ("shop", "u3", "s3", {"ok": True}, T_S3),
         ],
         apps=[("shop", 5, T_APP)],
-        users=[("shop", "u3", None, T_U1)],  # SQL NULL
+        users=[("shop", "u3", {"tier": "gold"}, T_U1)],
     )
     write_v1(pg_url, content)
+    engine = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:  # a JSON null (the column is NOT NULL)
+        conn.execute(sa.text("UPDATE user_states SET state = 'null'::jsonb"))
+    engine.dispose()
     ev = open_url(tmp_path, pg_url)
     assert rejects_of(ev) == [
         ("app_states:shop.state", "unreadable state: state is not a JSON object"),
@@ -690,3 +688,13 @@ def test_a_java_event_table_gives_an_empty_session_state_frame(tmp_path: Path) -
     frame = ev.session_state
     assert frame.empty and list(frame.columns) == COLUMNS
     assert {c: str(t) for c, t in frame.dtypes.items()} == dict(spec_of("session_state").columns)
+
+
+def test_an_event_time_past_2262_is_a_reject_not_a_crash(tmp_path: Path) -> None:
+    doc = python_document("s-1", {"k": "v"})
+    doc["events"][1]["timestamp"] = 9_300_000_000.0  # 2264-09-14, as epoch seconds
+    ev = ik.open_evidence(write_documents(tmp_path, "late.session.json", doc))
+    assert ev.events["event_id"].tolist() == ["s-1-user"]
+    [(where, reason)] = rejects_of(ev)
+    assert where == "late.session.json:events[1]" and "out of range" in reason
+    assert ev.session_state["key"].tolist() == ["k"]

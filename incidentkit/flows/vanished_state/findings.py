@@ -34,6 +34,11 @@ VANISHED = frozenset(
     {KeyVerdict.TEMP_PREFIX, KeyVerdict.NEVER_DURABLE, KeyVerdict.RACED, KeyVerdict.OVERWRITTEN}
 )
 """Verdicts that explain a forgotten value (REMOVED and PRESENT point elsewhere)."""
+TITLE_ORDER = (
+    *(KeyVerdict.NEVER_DURABLE, KeyVerdict.TEMP_PREFIX, KeyVerdict.RACED),
+    *(KeyVerdict.OVERWRITTEN, KeyVerdict.REMOVED, KeyVerdict.PRESENT),
+)
+"""The order a title names keys in: the four causes first, the controls last."""
 
 
 def key_text(row: Mapping[Any, Any]) -> str:
@@ -46,7 +51,9 @@ def _keys(report: VanishedReport, limit: int | None) -> Finding:
     keys = report.keys
     counts = keys["verdict"].value_counts()
     vanished = keys.loc[keys["verdict"].isin(VANISHED | {KeyVerdict.REMOVED})]
-    shown = "; ".join(key_text(row) for row in keys.head(6).to_dict("records"))
+    rank = keys["verdict"].map({v.value: k for k, v in enumerate(TITLE_ORDER)})
+    first = keys.iloc[rank.argsort(kind="stable")]  # the causes of forgetting first
+    shown = "; ".join(key_text(row) for row in first.head(6).to_dict("records"))
     more = f"; and {len(keys) - 6} more" if len(keys) > 6 else ""
     session = report.ref.session_id
     head = (

@@ -137,7 +137,8 @@ def test_one_key_asked_gets_the_cause_the_proof_and_the_fix_in_the_title() -> No
     incident, settings = vs.setup(JAVA, session_id=truth["session_id"], keys=["draft_reply"])
     report = vs.triage(incident, settings)
     [item] = [i for i in vs.findings(report, incident, settings).items if i.id.endswith("/keys")]
-    assert item.title.startswith("1 of 1 key(s)") and "draft_reply NEVER_DURABLE (partial_only)"
+    assert item.title.startswith("1 of 1 key(s)")
+    assert "draft_reply NEVER_DURABLE (partial_only)" in item.title
     assert "partial (streamed) events" in item.detail and "tool_context.state" in item.action
 
 
