@@ -7,6 +7,7 @@ error, 4 a notebook failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Sequence
@@ -58,9 +59,11 @@ def _run(args: argparse.Namespace) -> int:
             progress=not args.quiet,
         )
     except IncidentkitError as err:
-        # Refused before the notebook ran: an existing --out folder must not keep an earlier
-        # run's findings.json, which a scheduler would read as this run's.
+        # Refused before the notebook ran: --out still gets a findings.json saying why (a
+        # scheduler that parses findings always has one, never an earlier run's).
         out = Path(args.out)
+        with contextlib.suppress(OSError):  # a file of that name, or no permission
+            out.mkdir(parents=True, exist_ok=True)
         if out.is_dir():
             failed_findings(args.flow, f"{type(err).__name__}: {err}", {}).write(
                 out / "findings.json"
@@ -76,11 +79,18 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _new(args: argparse.Namespace) -> int:
+    from incidentkit.flows import FLOWS
     from incidentkit.runner import coerce_parameters, new_notebook
 
     params = coerce_parameters(args.flow, _pairs(args.parameter))
     path = new_notebook(args.incident, args.flow, args.evidence, out=args.out, parameters=params)
     sys.stderr.write(f"wrote {path}; open it with: jupyter lab {path}\n")
+    missing = [name for name in FLOWS[args.flow].required if not params.get(name)]
+    if missing:
+        sys.stderr.write(
+            f"note: the {args.flow} flow needs {', '.join(missing)}: set it in the notebook's "
+            f"first cell, or give -p {missing[0]} VALUE to incidentkit new\n"
+        )
     return EXIT_CLEAN
 
 

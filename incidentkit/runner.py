@@ -106,12 +106,13 @@ def coerce_parameters(flow: str, raw: Mapping[str, str]) -> dict[str, Any]:
 
 
 _COERCE_FIX = {
-    "int": "give a whole number, e.g. -p attempts_cap 3",
-    "float": "give a number, e.g. -p client_timeout_s 60",
-    "bool": "give true or false",
-    "dict": 'give a JSON object, e.g. -p key_templates \'{"sendInvoice": '
-    '"send-invoice:{invoiceId}"}\'',
-    "list": 'give a JSON list, e.g. -p names \'["a", "b"]\'',
+    "int": "give a whole number, e.g. -p {name} 3",
+    "float": "give a number, e.g. -p {name} 60",
+    "bool": "give true or false, e.g. -p {name} true",
+    "dict": 'give a JSON object, e.g. -p {name} \'{{"sendInvoice": '
+    '"send-invoice:{{invoiceId}}"}}\'',
+    "list": 'give a JSON list, e.g. -p {name} \'["a", "b"]\', or names separated by '
+    "commas, e.g. -p {name} a,b",
 }
 
 
@@ -125,6 +126,8 @@ def _coerce(name: str, kind: str, text: str) -> Any:
             if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
                 raise ValueError(text)
             return text.lower() in ("true", "1", "yes")
+        if kind == "list" and not text.strip().startswith("["):
+            return [part.strip() for part in text.split(",") if part.strip()]  # a,b
         if kind in ("dict", "list"):
             value = json.loads(text)
             if type(value).__name__ != kind:
@@ -132,7 +135,9 @@ def _coerce(name: str, kind: str, text: str) -> Any:
             return value
     except ValueError as err:
         raise ParameterError(
-            f"parameter {name} must be {kind}", value=text, fix=_COERCE_FIX.get(kind, "")
+            f"parameter {name} must be {kind}",
+            value=text,
+            fix=_COERCE_FIX.get(kind, "").format(name=name),
         ) from err
     return text
 

@@ -339,6 +339,18 @@ def test_new_writes_a_parameterised_unexecuted_copy(tmp_path: Path) -> None:
         new_notebook("INC-1", "orphans", CRASH, out=tmp_path)
 
 
+def test_new_says_which_required_parameter_the_notebook_still_needs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    vanished = CRASH.parent / "vanished_state"
+    assert main(["new", "INC-2", "--flow", "vanished_state", "--evidence", str(vanished)]) == 0
+    assert "needs session_id" in capsys.readouterr().err
+    argv = ["new", "INC-3", "--flow", "session", "--evidence", str(vanished)]
+    assert main([*argv, "-p", "session_id", "s-1"]) == 0
+    assert "needs" not in capsys.readouterr().err
+
+
 def test_secret_scan_finds_credentials_from_the_environment(tmp_path: Path) -> None:
     manifest = tmp_path / "evidence.toml"
     manifest.write_text('[ledger]\nurl = "env:IK_SECRET_URL"\n')
@@ -367,6 +379,24 @@ def test_a_run_refused_before_the_notebook_replaces_an_earlier_findings_json(
     findings = Findings.read(stale)
     assert findings.verdict.value == "INCOMPLETE_EVIDENCE"
     assert "app_nam" in findings.items[0].detail
+
+
+def test_a_run_refused_before_the_notebook_writes_findings_into_a_new_out_folder(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "reports" / "INC-1"
+    argv = ["run", "vanished_state", "--evidence", str(CRASH), "--out", str(out), "--quiet"]
+    assert main([*argv, "-p", "keys", "[1"]) == 3
+    findings = Findings.read(out / "findings.json")
+    assert findings.verdict.value == "INCOMPLETE_EVIDENCE"
+    assert "-p keys" in findings.items[0].detail  # the fix names the parameter itself
+
+
+def test_a_list_parameter_takes_json_or_names_separated_by_commas() -> None:
+    assert coerce_parameters("vanished_state", {"keys": '["a", "b"]'}) == {"keys": ["a", "b"]}
+    assert coerce_parameters("vanished_state", {"keys": "loyalty_tier, cart"}) == {
+        "keys": ["loyalty_tier", "cart"]
+    }
 
 
 def test_parameters_the_runner_sets_and_a_bad_timeout_are_refused(tmp_path: Path) -> None:

@@ -24,6 +24,8 @@ class Flow:
     """The manifest sections it reads: only their rejects make its evidence incomplete."""
     profile_keys: tuple[str, ...]
     """The ``[apps.<name>]`` keys of the manifest it reads."""
+    required: tuple[str, ...] = ()
+    """Parameters it cannot run without (nothing in the evidence can stand in for them)."""
 
 
 FLOWS: Mapping[str, Flow] = {
@@ -57,6 +59,7 @@ FLOWS: Mapping[str, Flow] = {
         "raced, removed or present, with the writes that prove it",
         sections=("events", "ledger"),
         profile_keys=(),
+        required=("session_id",),
     ),
     "session": Flow(
         name="session",
@@ -65,6 +68,7 @@ FLOWS: Mapping[str, Flow] = {
         "session's swimlane",
         sections=("events", "ledger", "diagnostics", "spans", "journal"),
         profile_keys=(),
+        required=("session_id",),
     ),
 }
 """Every flow, by name."""

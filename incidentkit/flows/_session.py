@@ -78,16 +78,19 @@ def find_session(
     session alone (no window: it may have started before the incident), else the ledger."""
     if not isinstance(session_id, str) or not session_id.strip():
         return resolve_session(empty("events"), empty("session_state"), str(session_id or ""))
+    if not evidence.has("events"):
+        raise ParameterError(
+            "the manifest names no event log: a session's events and state come from [events]",
+            value=str(evidence.manifest.path or "<manifest>"),
+            fix="add an [events] section pointing at the session store or the event log "
+            "(docs/manifest.md)",
+        )
     probe = evidence.narrowed(Filters(session_ids=(session_id.strip(),)))
-    events = probe.frame("events") if probe.has("events") else empty("events")
-    stored = probe.frame("session_state") if probe.has("events") else empty("session_state")
+    events, stored = probe.frame("events"), probe.frame("session_state")
     if events.empty and stored.empty and probe.has("ledger"):
         runs = probe.runs
         events = empty("events") if runs.empty else runs[["app_name", "user_id", "session_id"]]
-    if events.empty and stored.empty and not probe.has("events"):
-        raise ParameterError(
-            "the manifest has no [events] section: a session's state and events come from it",
-            value=str(evidence.manifest.path or "<manifest>"),
-            fix="add [events] pointing at the session store or event log (docs/manifest.md)",
-        )
+    if events.empty and stored.empty:  # unknown: read everything, to name the sessions held
+        every = evidence.narrowed(Filters())
+        events, stored = every.frame("events"), every.frame("session_state")
     return resolve_session(events, stored, session_id, app_name=app_name, user_id=user_id)

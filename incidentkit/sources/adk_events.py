@@ -404,6 +404,8 @@ def _times(
     reasons.flag(is_num & ~representable, out_of_range)
     numbers[reasons.bad] = np.nan
     times = pd.Series(pd.to_datetime(numbers, unit=origin.unit, utc=True)).dt.as_unit("ns")
+    if origin.unit == "s":  # float seconds carry binary noise below the µs ADK's clock gives
+        times = times.dt.round("us")
     if fallback is not None:
         times = times.where(present, fallback.reset_index(drop=True))
     return times

@@ -154,7 +154,7 @@ def test_a_v1_store_loads_like_its_event_data_as_json_lines(sqlite_path: Path) -
     for name in FRAMES[1:]:
         pd.testing.assert_frame_equal(got[name], lines[name])
     ev = got["events"].set_index("event_id")
-    assert ev.loc["ev-call", "ts"] == pd.Timestamp(1750000001.0794885, unit="s", tz="UTC")
+    assert ev.loc["ev-call", "ts"] == pd.Timestamp("2025-06-15T15:06:41.079489Z")  # to the µs
     assert ev.loc["ev2-limit", "final_response"]
     assert ev.loc["ev2-limit", "error_code"] == "LlmCallsLimitExceededError"
     assert ev.loc["ev-final", "text"] == "Order A-42 has shipped."

@@ -29,6 +29,7 @@ DUMP_COLUMNS: Mapping[str, str] = {
     "transfer": STR,
     "error_code": STR,
     "final": BOOL,
+    "partial": BOOL,
 }
 """One row per event in session order; ``calls``, ``responses`` and ``delta`` are tuples of
 function names and state keys (a removed key keeps its name, as the stored delta does)."""
@@ -79,6 +80,7 @@ def session_dump(
             "transfer": mine["transfer_to_agent"],
             "error_code": mine["error_code"],
             "final": mine["final_response"],
+            "partial": mine["partial"],
         }
     )
     return as_columns(dump, DUMP_COLUMNS)
@@ -91,7 +93,8 @@ def _listed(values: pd.Series) -> pd.Series:
 def dump_text(dump: pd.DataFrame) -> str:
     """The dump as the seed prints it, one line per event:
     ``<UTC time> inv=... author=... calls=[...] responses=[...] delta=[...] transfer=...
-    err=... final=true|false``; a missing value reads ``-``."""
+    err=... final=true|false``, and ``partial=true`` on a partial (streamed) event, which an
+    event log written by a plugin may hold and ADK never appends; a missing value reads ``-``."""
     if dump.empty:
         return ""
     stamps = dump["ts"].dt.strftime("%Y-%m-%dT%H:%M:%S.%f").str[:-3] + "Z"
@@ -113,5 +116,6 @@ def dump_text(dump: pd.DataFrame) -> str:
         + dump["error_code"].fillna("-")
         + " final="
         + dump["final"].map({True: "true", False: "false"})
+        + dump["partial"].map({True: " partial=true", False: ""})  # never stored by ADK
     )
     return "\n".join(lines) + "\n"

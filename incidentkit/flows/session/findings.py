@@ -30,7 +30,7 @@ FLOW = "session"
 ERROR_ROW = ["location", "invocation_id", "kind", "error_code", "message"]
 ERROR_EXTRA = ["ts", "session_id", "agent", "tool", "run_outcome", "in_session"]
 EVENT_ROW = ["ts", "seq", "event_id", "invocation_id", "author", "calls", "responses", "delta"]
-EVENT_EXTRA = ["transfer", "error_code", "final"]
+EVENT_EXTRA = ["transfer", "error_code", "final", "partial"]
 
 
 def _errors(report: SessionReport, limit: int | None) -> Finding:

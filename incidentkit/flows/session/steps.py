@@ -12,7 +12,7 @@ from incidentkit.flows import FLOWS
 from incidentkit.flows._session import history, incident_window, open_session
 from incidentkit.flows.common import Settings, findings_context, frames_of, notes_view
 from incidentkit.flows.session.findings import session_findings
-from incidentkit.flows.session.swimlane import plot_swimlane
+from incidentkit.flows.session.swimlane import plot_session
 from incidentkit.flows.session.triage import SessionReport, triage_session
 from incidentkit.flows.vanished_state.state import SessionRef
 from incidentkit.manifest import Window
@@ -87,10 +87,8 @@ def dump(report: SessionReport) -> None:
 
 
 def swimlane(report: SessionReport) -> Picture:
-    """The session's swimlane, overlapping invocations in red."""
-    pairs = report.overlaps
-    hit = set(pairs["invocation_a"]) | set(pairs["invocation_b"])
-    return show(plot_swimlane(report.session, report.ranges, hit))
+    """The session's swimlane, overlapping invocations in red (and zoomed on, when any)."""
+    return show(plot_session(report.session, report.ranges, report.overlaps))
 
 
 def notes(report: SessionReport) -> Any:

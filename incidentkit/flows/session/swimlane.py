@@ -36,39 +36,87 @@ EVENT_STYLE = {
 
 def event_marks(frames: Frames) -> pd.Series:
     """What each event of ``frames.events`` is drawn as: an error code, a partial event, a
-    function call, a response, a state write, a final response (first that applies)."""
+    state write, a function call, a response, a final response (first that applies)."""
     events = frames.events
     ids = events["event_id"]
     kind = pd.Series("other", index=events.index, dtype=object)
     kind[events["final_response"].to_numpy(dtype=bool)] = "final"
-    kind[ids.isin(frames.state_writes["event_id"])] = "state"
     kind[ids.isin(frames.responses["event_id"])] = "response"
     kind[ids.isin(frames.calls["event_id"])] = "call"
+    kind[ids.isin(frames.state_writes["event_id"])] = "state"
     kind[events["partial"].to_numpy(dtype=bool)] = "partial"
     kind[events["error_code"].notna()] = "error"
     return kind
 
 
+def levels(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """A level per bar so that bars of one level never overlap (first fit, in start order):
+    two runs or invocations at once are drawn one above the other."""
+    out = np.zeros(len(starts), dtype=int)
+    last_end: list[float] = []
+    for i in np.argsort(starts, kind="stable"):
+        free = next((k for k, end in enumerate(last_end) if end <= starts[i]), len(last_end))
+        if free == len(last_end):
+            last_end.append(ends[i])
+        else:
+            last_end[free] = ends[i]
+        out[i] = free
+    return out
+
+
 def _bars(
-    ax: Axes, row: float, starts: np.ndarray, ends: np.ndarray, colour: str, *, alpha: float = 1.0
+    ax: Axes,
+    row: float,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    colours: str | list[str],
+    *,
+    stacked: bool = False,
+    alpha: float = 1.0,
 ) -> None:
+    """Bars from ``starts`` to ``ends`` in lane ``row``; ``stacked`` puts overlapping ones on
+    levels of their own within the lane."""
     widths = np.maximum(ends - starts, SECOND / 5)
-    ax.broken_barh(
-        list(zip(starts, widths, strict=True)),
-        (row - BAR / 2, BAR),
-        facecolors=colour,
-        alpha=alpha,
-    )
+    level = levels(starts, starts + widths) if stacked else np.zeros(len(starts), dtype=int)
+    count = int(level.max()) + 1 if len(level) else 1
+    height = BAR / count
+    palette = [colours] * len(starts) if isinstance(colours, str) else colours
+    for k in range(count):
+        mine = np.flatnonzero(level == k)
+        ax.broken_barh(
+            [(starts[i], widths[i]) for i in mine],
+            (row - BAR / 2 + k * height, height * 0.9),
+            facecolors=[palette[i] for i in mine],
+            alpha=alpha,
+        )
+
+
+def lanes_of(frames: Frames, ranges: pd.DataFrame) -> list[str]:
+    """The swimlane's lanes, top to bottom; a source with no row of the session has none."""
+    authors = list(dict.fromkeys(frames.events.sort_values("ts")["author"].dropna()))
+    spans = frames.spans["kind"].isin(["call_llm", "execute_tool"]).any()
+    return [
+        *(["ledger runs"] if len(frames.runs) else []),
+        *(["invocations"] if len(ranges) else []),
+        *authors,
+        *(["spans"] if spans else []),
+        *(["journal"] if len(frames.journal) else []),
+    ]
 
 
 def plot_swimlane(
-    frames: Frames, ranges: pd.DataFrame, overlapping: set[str], *, ax: Axes | None = None
+    frames: Frames,
+    ranges: pd.DataFrame,
+    overlapping: set[str],
+    *,
+    ax: Axes | None = None,
+    window: tuple[pd.Timestamp, pd.Timestamp] | None = None,
 ) -> Axes:
     """The session's lanes (top to bottom): ledger runs with the lease each open one holds, its
     invocations (``overlapping`` ids in red), one lane per event author, its spans and its
-    journal entries. ``frames`` hold the session's rows only."""
-    authors = list(dict.fromkeys(frames.events.sort_values("ts")["author"].dropna()))
-    lanes = ["ledger runs", "invocations", *authors, "spans", "journal"]
+    journal entries. ``frames`` hold the session's rows only; ``window`` zooms the time axis
+    (the whole session otherwise)."""
+    lanes = lanes_of(frames, ranges)
     ax = new_axes(ax, (11.0, 1.2 + 0.42 * len(lanes)))
     row = {lane: k for k, lane in enumerate(lanes)}
     times: list[np.ndarray] = []
@@ -77,24 +125,26 @@ def plot_swimlane(
         start, end = date_numbers(runs["started_at"]), date_numbers(runs["updated_at"])
         open_run = ~runs["status"].isin(["DONE", "FAILED"]).to_numpy(dtype=bool)
         lease = np.where(open_run, date_numbers(runs["lease_until"]), np.nan)  # a live lease
-        _bars(ax, row["ledger runs"], start, np.where(np.isnan(end), start, end), COLOURS["run"])
+        ends = np.where(np.isnan(end), start, end)
+        _bars(ax, row["ledger runs"], start, ends, COLOURS["run"], stacked=True)
         held = ~np.isnan(lease)
-        ax.scatter(
-            lease[held],
-            np.full(held.sum(), row["ledger runs"]),
-            marker="|",
-            s=160,
-            color=COLOURS["lease"],
-            label="lease until",
-            zorder=3,
-        )
+        if held.any():
+            ax.scatter(
+                lease[held],
+                np.full(held.sum(), row["ledger runs"]),
+                marker="|",
+                s=160,
+                color=COLOURS["lease"],
+                label="lease until (open run)",
+                zorder=3,
+            )
         times += [start, end, lease]
     if len(ranges):
         start, end = date_numbers(ranges["start"]), date_numbers(ranges["end"])
         hit = ranges["invocation_id"].isin(overlapping).to_numpy(dtype=bool)
-        _bars(ax, row["invocations"], start[~hit], end[~hit], COLOURS["invocation"])
+        paint = [COLOURS["overlap"] if h else COLOURS["invocation"] for h in hit]
+        _bars(ax, row["invocations"], start, end, paint, stacked=True)
         if hit.any():
-            _bars(ax, row["invocations"], start[hit], end[hit], COLOURS["overlap"], alpha=0.6)
             ax.plot([], [], color=COLOURS["overlap"], linewidth=6, label="overlapping invocations")
         times += [start, end]
     events = frames.events
@@ -151,6 +201,8 @@ def plot_swimlane(
         ax.set_axis_off()
         return ax
     left, right = float(known.min()), float(known.max())
+    if window is not None:
+        left, right = (float(x) for x in date_numbers(list(window)))
     pad = max((right - left) * 0.02, SECOND)
     utc_time_axis(ax, left - pad, right + pad)
     ax.set_yticks(range(len(lanes)), lanes)
@@ -158,3 +210,29 @@ def plot_swimlane(
     ax.grid(axis="x", color="#eeeeee", linewidth=0.6)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     return ax
+
+
+ZOOM_PAD = pd.Timedelta(seconds=2)
+
+
+def plot_session(frames: Frames, ranges: pd.DataFrame, pairs: pd.DataFrame) -> Axes:
+    """The whole session's swimlane and, when invocations overlapped, a second one zoomed on
+    the first overlapping pair (an invocation lasts seconds, a session minutes or days).
+    Returns the first axes."""
+    from matplotlib.figure import Figure
+
+    hit = set(pairs["invocation_a"]) | set(pairs["invocation_b"])
+    height = 1.2 + 0.42 * len(lanes_of(frames, ranges))
+    if pairs.empty:
+        return plot_swimlane(frames, ranges, hit)
+    figure = Figure(figsize=(11.0, 2 * height), layout="constrained")
+    whole: Axes
+    zoom: Axes
+    whole, zoom = figure.subplots(2, 1)
+    plot_swimlane(frames, ranges, hit, ax=whole)
+    first = pairs.iloc[0]
+    span = (first["a_start"] - ZOOM_PAD, max(first["a_end"], first["b_end"]) + ZOOM_PAD)
+    plot_swimlane(frames, ranges, hit, ax=zoom, window=span)
+    whole.set_title("the whole session")
+    zoom.set_title(f"zoomed on {first['invocation_a']} and {first['invocation_b']}")
+    return whole

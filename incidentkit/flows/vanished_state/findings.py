@@ -24,16 +24,12 @@ from incidentkit.findings import (
 )
 from incidentkit.flows.vanished_state.overlaps import FIX as OVERLAP_FIX
 from incidentkit.flows.vanished_state.triage import VanishedReport
-from incidentkit.flows.vanished_state.verdicts import FIXES, KeyVerdict
+from incidentkit.flows.vanished_state.verdicts import KeyVerdict, fix_of
 
 FLOW = "vanished_state"
 KEY_ROW = ["key", "verdict", "cause", "why", "value", "written_by", "changed_by", "raced_with"]
 OVERLAP_ROW = ["session_id", "invocation_a", "invocation_b", "a_start", "a_end", "b_start", "b_end"]
 REPLAYED_ROW = ["key", "scope", "value", "stored_value", "matches"]
-VANISHED = frozenset(
-    {KeyVerdict.TEMP_PREFIX, KeyVerdict.NEVER_DURABLE, KeyVerdict.RACED, KeyVerdict.OVERWRITTEN}
-)
-"""Verdicts that explain a forgotten value (REMOVED and PRESENT point elsewhere)."""
 TITLE_ORDER = (
     *(KeyVerdict.NEVER_DURABLE, KeyVerdict.TEMP_PREFIX, KeyVerdict.RACED),
     *(KeyVerdict.OVERWRITTEN, KeyVerdict.REMOVED, KeyVerdict.PRESENT),
@@ -47,27 +43,37 @@ def key_text(row: Mapping[Any, Any]) -> str:
     return f"{row['key']} {row['verdict']}" + (f" ({cause})" if isinstance(cause, str) else "")
 
 
+SHOWN_KEYS = 4
+"""Keys a title names with their proof; the rest are counted."""
+
+
 def _keys(report: VanishedReport, limit: int | None) -> Finding:
     keys = report.keys
-    counts = keys["verdict"].value_counts()
-    vanished = keys.loc[keys["verdict"].isin(VANISHED | {KeyVerdict.REMOVED})]
-    rank = keys["verdict"].map({v.value: k for k, v in enumerate(TITLE_ORDER)})
-    first = keys.iloc[rank.argsort(kind="stable")]  # the causes of forgetting first
-    shown = "; ".join(key_text(row) for row in first.head(6).to_dict("records"))
-    more = f"; and {len(keys) - 6} more" if len(keys) > 6 else ""
     session = report.ref.session_id
-    head = (
-        f"{len(vanished)} of {len(keys)} key(s) of session {session} did not stick: "
-        if len(vanished)
-        else f"all {len(keys)} key(s) of session {session} are present: "
+    rank = keys["verdict"].map({v.value: k for k, v in enumerate(TITLE_ORDER)})
+    ordered = keys.iloc[rank.argsort(kind="stable")]  # the causes of forgetting first
+    lost = ordered.loc[ordered["verdict"].ne(KeyVerdict.PRESENT)]
+    present = len(keys) - len(lost)
+    if len(lost):
+        named = "; ".join(lost["brief"].head(SHOWN_KEYS))
+        more = f"; and {len(lost) - SHOWN_KEYS} more" if len(lost) > SHOWN_KEYS else ""
+        kept = f" ({present} other key(s) present)" if present else ""
+        title = f"{len(lost)} of {len(keys)} key(s) of session {session} did not stick: "
+        title += named + more + kept
+        fixes = dict.fromkeys(lost["fix"])
+        if len(report.overlaps):  # the overlap item carries the race's fix
+            fixes.pop(fix_of(KeyVerdict.RACED, None), None)
+        action = " ".join(fixes) or "Serialize invocations per session (next item)."
+    else:
+        title = f"all {len(keys)} key(s) of session {session} are present: " + "; ".join(
+            keys["brief"].head(SHOWN_KEYS)
+        )
+        action = fix_of(KeyVerdict.PRESENT, None) if len(keys) else "None."
+    detail = " ".join(
+        f"{row['key']}: {str(row['why']).rstrip('.')}." for row in ordered.to_dict("records")
     )
-    title = head + shown + more
-    detail = " ".join(f"{row['key']}: {row['why']}." for row in keys.to_dict("records"))
-    found = [KeyVerdict(v) for v in counts.index]
-    order = [v for v in KeyVerdict if v in found]
-    action = " ".join(f"{v.value}: {FIXES[v]}" for v in order)
-    severity = Severity.WARNING if len(vanished) else Severity.INFO
-    rows = rows_of(keys, [*KEY_ROW, "fix"], limit=limit)
+    severity = Severity.WARNING if len(lost) else Severity.INFO
+    rows = rows_of(keys, [*KEY_ROW, "fix", "brief", "suspects"], limit=limit)
     return Finding(f"{FLOW}/keys", severity, title, detail, action, rows, len(keys))
 
 

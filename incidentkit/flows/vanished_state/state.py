@@ -57,8 +57,8 @@ def resolve_session(
         for name, given, found in (("app_name", app_name, app), ("user_id", user_id, user)):
             if given and given.strip() and given.strip() != found:
                 raise ParameterError(
-                    f"session {sid} belongs to {name} {found!r}, not {given.strip()!r}",
-                    value=given,
+                    f"session {sid} belongs to {name} {found!r}, not to the one given",
+                    value=given.strip(),
                     fix=f"drop the {name} parameter (the session names it) or give {found!r}",
                 )
         return SessionRef(app, user, sid)
@@ -79,11 +79,12 @@ def visible_writes(
     """Every stored write the session sees, in the order ADK applied them: its own keys' and
     the ``app:``/``user:`` keys its app's and its user's sessions wrote. Adds ``tool`` (the
     function whose response carried the delta, if one did) and ``user_id``."""
-    users = events.drop_duplicates("session_id").set_index("session_id")["user_id"]
-    owner = writes["session_id"].map(users)
+    sessions = events.drop_duplicates("session_id").set_index("session_id")
+    app = writes["session_id"].map(sessions["app_name"]).eq(ref.app_name)
+    owner = writes["session_id"].map(sessions["user_id"])
     scope = writes["scope"]
     mine = writes["session_id"].eq(ref.session_id)
-    shared = scope.eq(StateScope.APP) | (scope.eq(StateScope.USER) & owner.eq(ref.user_id))
+    shared = app & (scope.eq(StateScope.APP) | (scope.eq(StateScope.USER) & owner.eq(ref.user_id)))
     seen = writes.loc[mine | shared.fillna(False).astype(bool)].copy()
     seen["user_id"] = owner.loc[seen.index]
     tools = responses.drop_duplicates("event_id").set_index("event_id")["name"]

@@ -7,6 +7,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import pandas as pd
+
 from incidentkit.errors import ParameterError
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
@@ -88,7 +90,7 @@ def findings(report: VanishedReport, evidence: Evidence, settings: Settings) -> 
 
 
 SHOWN: Mapping[str, tuple[str, ...]] = {
-    "keys": ("key", "verdict", "cause", "why", "value", "fix"),
+    "keys": ("key", "verdict", "cause", "value", "why", "fix"),
     "writes": (
         *("ts", "session_id", "invocation_id", "author", "tool", "key", "value"),
         *("removed", "partial"),
@@ -105,7 +107,13 @@ def table(report: VanishedReport, view: str) -> Any:
     ``"ranges"``) for people."""
     from incidentkit.report import table as people_table
 
-    return people_table(getattr(report, view), SHOWN[view])
+    frame: pd.DataFrame = getattr(report, view)
+    shown = list(SHOWN[view])
+    if view == "writes" and len(set(frame["session_id"])) <= 1:
+        shown.remove("session_id")  # one session: the column would repeat its id
+    if view == "replayed" and not report.store_keeps_state:
+        shown = [c for c in shown if c not in ("stored_value", "matches", "stored_in")]
+    return people_table(frame, shown)
 
 
 def notes(report: VanishedReport) -> Any:

@@ -58,19 +58,27 @@ def triage_vanished_state(
         frames.events, frames.session_state, session_id, app_name=app_name, user_id=user_id
     )
     app_events = frames.events.loc[frames.events["app_name"].eq(ref.app_name)]
-    writes = state.visible_writes(frames.state_writes, app_events, frames.responses, ref)
+    writes = state.visible_writes(frames.state_writes, frames.events, frames.responses, ref)
     stored = state.stored_state(frames.session_state, ref)
     keeps = bool(len(frames.session_state)) if store_keeps_state is None else store_keeps_state
     session_events = app_events.loc[app_events["session_id"].eq(ref.session_id)]
     own_runs = frames.runs.loc[frames.runs["session_id"].eq(ref.session_id)]
     ranges = overlaps.invocation_ranges(session_events, own_runs)
     partials = bool(session_events["partial"].any())
-    ctx = verdicts.Context(ref, writes, stored, keeps, partials, ranges)
+    own_responses = frames.responses.loc[frames.responses["session_id"].eq(ref.session_id)]
+    ctx = verdicts.Context(ref, writes, stored, keeps, partials, ranges, own_responses)
     judged = verdicts.judge(ctx, verdicts.keys_to_judge(ctx, keys))
     replayed = state.compare(
         state.replay(writes), stored, store_keeps_state=keeps, written=writes["key"]
     )
     notes = _notes(frames, keeps, partials)
+    if not [k for k in keys if k]:
+        notes = (
+            "No keys were asked for: every key the session's deltas or stored state name is "
+            "judged. A key nothing wrote (a direct session.state mutation) cannot be found this "
+            "way: name the key the customer misses, e.g. -p keys '[\"loyalty_tier\"]'.",
+            *notes,
+        )
     return VanishedReport(
         ref=ref,
         as_of=as_of,

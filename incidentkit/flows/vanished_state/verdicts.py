@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from incidentkit.flows.vanished_state.state import SessionRef
+from incidentkit.sources.base import canonical_json
 
 
 class KeyVerdict(enum.StrEnum):
@@ -48,21 +50,33 @@ class Cause(enum.StrEnum):
 
 VERDICT_COLUMNS = [
     *("key", "verdict", "cause", "why", "value", "written_by", "changed_by", "raced_with"),
-    "fix",
+    *("fix", "brief", "suspects"),
 ]
-FIXES: Mapping[KeyVerdict, str] = {
-    KeyVerdict.TEMP_PREFIX: "Drop the temp: prefix if the value must outlive the invocation "
-    "(temp: is for scratch data within one turn).",
-    KeyVerdict.NEVER_DURABLE: "Write state through tool_context.state / callback_context.state "
-    "(or EventActions.stateDelta), never session.state directly, and only on final events.",
-    KeyVerdict.OVERWRITTEN: "Give each writer its own key, or have the later writer merge "
-    "instead of replacing.",
-    KeyVerdict.RACED: "Serialize invocations per session at the API layer (a per-session lock "
-    "or queue across replicas), and make the client idempotent.",
-    KeyVerdict.REMOVED: "Check why the remover deleted it; if it was wrong, stop that write.",
-    KeyVerdict.PRESENT: "The state holds it: look at the read side (the key name and prefix "
-    "the reader uses, the instruction's {key} template, a stale session copy).",
+"""``brief``: the verdict with its proof in a line (the report's first screen); ``suspects``:
+for a key no delta names, the tool answers of the session that mention it and wrote no delta
+(where a direct mutation most likely happened)."""
+FIXES: Mapping[tuple[KeyVerdict, Cause | None], str] = {
+    (KeyVerdict.TEMP_PREFIX, None): "Drop the temp: prefix if the value must outlive the "
+    "invocation (temp: is for scratch data within one turn).",
+    (KeyVerdict.NEVER_DURABLE, Cause.DIRECT_MUTATION): "Write state through tool_context.state "
+    "/ callback_context.state (or EventActions.stateDelta), never session.state directly.",
+    (KeyVerdict.NEVER_DURABLE, Cause.PARTIAL_ONLY): "Write the key on the final event (after "
+    "the stream ends), not on partial ones: ADK appends only non-partial events.",
+    (KeyVerdict.OVERWRITTEN, None): "Give each writer its own key, or have the later writer "
+    "merge instead of replacing.",
+    (KeyVerdict.RACED, None): "Serialize invocations per session at the API layer (a "
+    "per-session lock or queue across replicas), and make the client idempotent.",
+    (KeyVerdict.REMOVED, None): "Check why the remover deleted it; if it was wrong, stop that "
+    "write.",
+    (KeyVerdict.PRESENT, None): "The state holds it: look at the read side (the key name and "
+    "prefix the reader uses, the instruction's {key} template, a stale session copy).",
 }
+"""The fix of each verdict (and cause, where the causes differ)."""
+
+
+def fix_of(verdict: KeyVerdict, cause: Cause | None) -> str:
+    """The fix of ``verdict`` with ``cause`` (the verdict's own when the cause has none)."""
+    return FIXES.get((verdict, cause)) or FIXES[(verdict, None)]
 
 
 @dataclass(frozen=True)
@@ -80,6 +94,8 @@ class Context:
     session store never does."""
     ranges: pd.DataFrame
     """:func:`.overlaps.invocation_ranges` of the session's invocations."""
+    responses: pd.DataFrame
+    """The session's function responses, for the suspects of a direct mutation."""
 
 
 def keys_to_judge(ctx: Context, asked: Iterable[str]) -> list[str]:
@@ -99,7 +115,8 @@ def judge(ctx: Context, keys: Iterable[str]) -> pd.DataFrame:
     }
     rows = [_judge_one(ctx, key, by_key.get(key), stored) for key in keys]
     frame = pd.DataFrame(rows, columns=VERDICT_COLUMNS)
-    return frame.astype({c: object for c in ("value", "written_by", "changed_by", "raced_with")})
+    objects = ("value", "written_by", "changed_by", "raced_with", "suspects")
+    return frame.astype({c: object for c in objects})
 
 
 def who(write: Mapping[str, Any] | pd.Series | None) -> dict[str, Any] | None:
@@ -124,21 +141,30 @@ def _writer(write: pd.Series) -> str:
 
 
 def _at(write: pd.Series) -> str:
+    """When a write happened and the event that proves it: ``14:05:03.931Z (event 6d1...)``."""
     stamp: pd.Timestamp = write["ts"]
-    return stamp.strftime("%H:%M:%S.%f")[:-3] + "Z"
+    return stamp.strftime("%H:%M:%S.%f")[:-3] + f"Z (event {write['event_id']})"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _row(
     key: str,
     verdict: KeyVerdict,
     why: str,
+    brief: str,
     *,
     cause: Cause | None = None,
     value: Any = None,
     written_by: pd.Series | None = None,
     changed_by: pd.Series | None = None,
     raced_with: pd.Series | None = None,
+    suspects: tuple[dict[str, Any], ...] = (),
 ) -> tuple[Any, ...]:
+    label = verdict.value + ("" if cause is None else f" ({cause.value})")
     return (
         key,
         verdict.value,
@@ -148,7 +174,9 @@ def _row(
         who(written_by),
         who(changed_by),
         who(raced_with),
-        FIXES[verdict],
+        fix_of(verdict, cause),
+        f"{key} {label}: {brief}",
+        suspects,
     )
 
 
@@ -165,6 +193,8 @@ def _judge_one(
             KeyVerdict.TEMP_PREFIX,
             "temp: keys live for one invocation and are never applied to the session state "
             f"(ADK Python also trims them from the stored delta, ADK Java keeps them there){shown}",
+            "a temp: key never outlives its invocation"
+            + ("" if last is None else f" (written at {_at(last)})"),
             value=None if last is None else last["value"],
             written_by=last,
         )
@@ -180,6 +210,7 @@ def _judge_one(
             key,
             KeyVerdict.REMOVED,
             f"{_writer(last)} removed it at {_at(last)}{was}",
+            f"removed by {last['author']} at {_at(last)}",
             written_by=setter,
             changed_by=last,
         )
@@ -192,6 +223,8 @@ def _judge_one(
             f"time on this session; {_writer(lost)} wrote {lost['value']!r} at {_at(lost)}, then "
             f"{_writer(last)} wrote {last['value']!r} at {_at(last)} from the same starting "
             "state: the later write won and the first one's change was lost",
+            f"invocations {lost['invocation_id']} and {last['invocation_id']} overlapped; "
+            f"{_short(lost['value'])} was lost to {_short(last['value'])} at {_at(last)}",
             value=last["value"],
             written_by=last,
             raced_with=lost,
@@ -203,6 +236,8 @@ def _judge_one(
             KeyVerdict.OVERWRITTEN,
             f"{_writer(earlier)} wrote {earlier['value']!r} at {_at(earlier)}; {_writer(last)} "
             f"replaced it with {last['value']!r} at {_at(last)}",
+            f"{_short(earlier['value'])} replaced by {_short(last['value'])} by "
+            f"{last['author']} at {_at(last)}",
             value=last["value"],
             written_by=earlier,
             changed_by=last,
@@ -212,6 +247,7 @@ def _judge_one(
         KeyVerdict.PRESENT,
         f"{_writer(last)} wrote it at {_at(last)} and nothing changed it since: the state holds "
         f"{last['value']!r}, so the bug is on the read side",
+        f"written at {_at(last)} and never changed: look at the read side",
         value=last["value"],
         written_by=last,
     )
@@ -231,25 +267,33 @@ def _not_applied(
             f"the stored state ({stored[key]['source']}) holds it and no event delta wrote "
             "it: it was set when the session was created (create_session state), so the bug "
             "is on the read side",
+            "set at create_session (no delta) and held: look at the read side",
             cause=Cause.SET_AT_CREATION,
             value=stored[key]["value"],
         )
     if len(writes):  # only partial events carried it
-        first = writes.iloc[-1]
+        last = writes.iloc[-1]
         return _row(
             key,
             KeyVerdict.NEVER_DURABLE,
             f"only partial (streamed) events carried it ({len(writes)}; the last by "
-            f"{_writer(first)} at {_at(first)}); ADK never appends a partial event, so its "
+            f"{_writer(last)} at {_at(last)}); ADK never appends a partial event, so its "
             "delta was never applied",
+            f"only the partial event at {_at(last)} carried it, and ADK never appends one",
             cause=Cause.PARTIAL_ONLY,
-            value=first["value"],
-            written_by=first,
+            value=last["value"],
+            written_by=last,
         )
+    names = [str(k) for k in (*ctx.writes["key"], *stored) if k != key]
+    similar = sorted(set(difflib.get_close_matches(key, names, n=3, cutoff=0.6)))
+    suspects = suspected_writers(key, ctx.responses, ctx.writes["event_id"])
+    facts = ["no stored event delta names it"]
+    facts.append("the stored state does not hold it" if ctx.store_keeps_state else "")
+    said = " and ".join(fact for fact in facts if fact)
     if ctx.keeps_partials:
         how = (
             "The event log keeps partial events and none carries it either, so it was not a "
-            "streamed-only write: code changed session.state directly, which writes no delta."
+            "streamed-only write: code changed session.state directly, which writes no delta"
         )
     else:
         how = (
@@ -257,19 +301,71 @@ def _not_applied(
             "log alone cannot tell that from a write carried only by partial (streamed) events, "
             "which a session store never keeps: a log of streamed events (an on_event plugin), "
             "the RunConfig's streaming mode (no streaming, no partials) or the code that writes "
-            "the key would."
+            "the key would"
         )
-    stored_where = "the stored state" if ctx.store_keeps_state else "no stored state was given"
-    names = [str(k) for k in (*ctx.writes["key"], *stored) if k != key]
-    similar = sorted(set(difflib.get_close_matches(key, names, n=3, cutoff=0.6)))
+    if not ctx.store_keeps_state:
+        how += (
+            "; this evidence holds no stored state, so a key given to create_session would "
+            "look the same"
+        )
+    pointed = ""
+    if suspects:
+        named = ", ".join(f"{s['tool']} at {_at(pd.Series(s))}" for s in suspects)
+        pointed = f" Tool answers that mention it and wrote no delta: {named}."
     near = f" Keys with similar names that are set: {', '.join(similar)}." if similar else ""
+    brief = "nothing in the evidence writes it" + (
+        ""
+        if ctx.keeps_partials
+        else " (a direct mutation, or streamed events only: a store cannot tell)"
+    )
+    if suspects:
+        first = suspects[0]
+        brief += f"; {first['tool']} answered at {_at(pd.Series(first))} without a delta"
+    if similar:
+        brief += f"; similar keys set: {', '.join(similar)} (check the name the reader uses)"
     return _row(
         key,
         KeyVerdict.NEVER_DURABLE,
-        f"no stored event delta names it and {stored_where}"
-        + (" does not hold it" if ctx.store_keeps_state else "")
-        + f". {how}{near}",
+        f"{said}. {how}.{pointed}{near}",
+        brief,
         cause=Cause.DIRECT_MUTATION,
+        suspects=suspects,
+    )
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+SUSPECTS = 3
+
+
+def suspected_writers(
+    key: str, responses: pd.DataFrame, delta_events: pd.Series
+) -> tuple[dict[str, Any], ...]:
+    """Tool answers that mention ``key`` (its name, or a word of it in the tool's name) on an
+    event that carries no delta: where a direct ``session.state`` mutation most likely ran.
+    Those whose tool name shares a word with the key come first; at most :data:`SUSPECTS`."""
+    if responses.empty:
+        return ()
+    bare = key.split(":", 1)[1] if key.startswith(("app:", "user:")) else key
+    words = [w for w in _WORD.findall(bare.lower()) if len(w) >= 3]
+    if not words:
+        return ()
+    quiet = responses.loc[~responses["event_id"].isin(delta_events)]
+    names = quiet["name"].fillna("").str.lower()
+    by_name = names.map(lambda name: any(w in name for w in words)).astype(bool)
+    text = quiet["response"].map(lambda r: canonical_json(r).lower())
+    by_text = text.str.contains(bare.lower(), regex=False)
+    hits = quiet.assign(rank=(~by_name).astype(int)).loc[by_name | by_text]
+    ordered = hits.sort_values(["rank", "ts"], kind="stable").head(SUSPECTS)
+    return tuple(
+        {
+            "invocation_id": row["invocation_id"],
+            "author": row["author"],
+            "event_id": row["event_id"],
+            "ts": row["ts"],
+            "tool": row["name"],
+            "session_id": row["session_id"],
+        }
+        for row in ordered.to_dict("records")
     )
 
 

@@ -18,7 +18,7 @@ from incidentkit.evidence import open_evidence
 from incidentkit.flows import session as se
 from incidentkit.flows.common import frames_of
 from incidentkit.flows.session.errors import EVENT_KIND, error_counts, quiet, vanishing_errors
-from incidentkit.flows.session.swimlane import plot_swimlane
+from incidentkit.flows.session.swimlane import plot_session, plot_swimlane
 from incidentkit.frames import build
 from incidentkit.runner import run_flow
 from incidentkit.simulate import simulate
@@ -127,9 +127,15 @@ def test_the_swimlane_draws_a_lane_per_author_and_the_race_in_red() -> None:
     ax = plot_swimlane(report.session, report.ranges, hit)
     lanes = [label.get_text() for label in ax.get_yticklabels()]
     authors = list(dict.fromkeys(report.session.events.sort_values("ts")["author"]))
-    assert lanes == ["ledger runs", "invocations", *authors, "spans", "journal"]
+    assert lanes == ["ledger runs", "invocations", *authors, "spans"]  # no journal entry: no lane
     legend = [text.get_text() for text in ax.get_legend().get_texts()]
     assert "overlapping invocations" in legend and "event: partial" in legend
+    assert "event: state" in legend  # a response that wrote state is drawn as a state write
+    zoomed = plot_session(report.session, report.ranges, report.overlaps)
+    [whole, zoom] = zoomed.get_figure(root=True).axes
+    assert (
+        zoom.get_xlim()[1] - zoom.get_xlim()[0] < (whole.get_xlim()[1] - whole.get_xlim()[0]) / 50
+    )
     assert ax.get_xlabel() == "time on 2026-11-29 (UTC)"
 
 

@@ -11,9 +11,10 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import INCIDENT_DB_PASSWORD
+from conftest import INCIDENT_DB_PASSWORD, pack_without
 
 from incidentkit.errors import ParameterError
+from incidentkit.evidence import open_evidence
 from incidentkit.findings import Findings
 from incidentkit.flows import vanished_state as vs
 from incidentkit.runner import run_flow
@@ -139,7 +140,8 @@ def test_one_key_asked_gets_the_cause_the_proof_and_the_fix_in_the_title() -> No
     [item] = [i for i in vs.findings(report, incident, settings).items if i.id.endswith("/keys")]
     assert item.title.startswith("1 of 1 key(s)")
     assert "draft_reply NEVER_DURABLE (partial_only)" in item.title
-    assert "partial (streamed) events" in item.detail and "tool_context.state" in item.action
+    assert "partial (streamed) events" in item.detail and "final event" in item.action
+    assert "(event " in item.title  # the event that proves it, on the first screen
 
 
 def test_the_session_names_its_app_and_user_and_a_wrong_one_is_refused() -> None:
@@ -151,8 +153,15 @@ def test_the_session_names_its_app_and_user_and_a_wrong_one_is_refused() -> None
         vs.setup(JAVA, session_id=truth["session_id"], user_id="u-someone-else")
     with pytest.raises(ParameterError, match="session_id is empty"):
         vs.setup(JAVA)
-    with pytest.raises(ParameterError, match="in neither the event log nor the stored state"):
+    held = open_evidence(JAVA).events["session_id"].nunique()
+    with pytest.raises(ParameterError, match=f"nor the stored state; they hold {held} session"):
         vs.setup(JAVA, session_id="no-such-session")
+
+
+def test_evidence_without_an_event_log_is_refused_with_the_section_to_add(tmp_path: Path) -> None:
+    pack = pack_without(JAVA, tmp_path, "events")
+    with pytest.raises(ParameterError, match=r"names no event log.*\[events\]"):
+        vs.setup(pack, session_id=expected(JAVA)["session_id"])
 
 
 def test_a_session_that_started_before_the_window_is_judged_on_its_whole_history(
@@ -222,3 +231,18 @@ def test_the_notebook_without_a_session_id_fails_with_the_fix_in_the_report(
     code, findings, html = run_and_read(JAVA, tmp_path)
     assert code == 3 and findings["verdict"] == "INCOMPLETE_EVIDENCE"
     assert "session_id is empty" in html and "-p session_id" in html
+
+
+def test_the_benchmark_runs_and_agrees_with_its_baseline() -> None:
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[3] / "benchmarks" / "bench_vanished_state.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--events", "2000", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert re.search(r"^kit triage_vanished_state +[\d.]+ +[\d.]+ +[\d,]+$", done.stdout, re.M)
+    assert "verdicts TEMP_PREFIX, NEVER_DURABLE, NEVER_DURABLE, RACED" in done.stdout

@@ -55,6 +55,7 @@ class Log:
         author: str = "cart_agent",
         session: str = SID,
         user: str = USER,
+        app: str = APP,
         partial: bool = False,
         tool: str | None = None,
         **delta: Any,
@@ -64,7 +65,7 @@ class Log:
         self.events.append(
             {
                 "event_id": event_id,
-                "app_name": APP,
+                "app_name": app,
                 "user_id": user,
                 "session_id": session,
                 "invocation_id": inv,
@@ -93,7 +94,14 @@ class Log:
             )
         if tool:
             self.responses.append(
-                {"event_id": event_id, "session_id": session, "invocation_id": inv, "name": tool}
+                {
+                    "event_id": event_id,
+                    "session_id": session,
+                    "invocation_id": inv,
+                    "ts": at(second),
+                    "author": author,
+                    "name": tool,
+                }
             )
         return event_id
 
@@ -287,6 +295,7 @@ def test_the_replay_applies_deltas_as_adk_does_across_the_app_and_the_user() -> 
     log.event("i-1", 2, partial=True, cart=["streamed"])
     log.event("i-9", 5, session="s-other", user__tier="gold", app__banner="spring")  # same user
     log.event("i-8", 6, session="s-stranger", user="u-2", user__tier="bronze", own="x")
+    log.event("i-7", 6.5, session="s-billing", app="billing", app__banner="other app")
     log.event("i-1", 7, gift=REMOVED)
     frames = log.frames()
     ref = SessionRef(APP, USER, SID)
@@ -396,3 +405,29 @@ def test_the_keys_parameter_takes_a_list_or_json_text(given: Any, keys: list[str
 def test_a_keys_parameter_that_is_no_list_of_keys_says_how_to_give_one(given: Any) -> None:
     with pytest.raises(ParameterError, match="keys is not"):
         state_keys(given)
+
+
+def test_a_tool_answer_that_mentions_a_key_no_delta_names_is_the_suspect() -> None:
+    log = Log()
+    log.event("i-1", 1, tool="add_to_cart", cart=["kettle"])
+    culprit = log.event("i-1", 2, tool="lookup_loyalty")  # it set session.state directly
+    log.event("i-1", 3, tool="check_stock")
+    log.store("cart", ["kettle"])
+    shown = verdict(log.triage("loyalty_tier"), "loyalty_tier")
+    [suspect] = shown["suspects"]
+    assert (suspect["event_id"], suspect["tool"]) == (culprit, "lookup_loyalty")
+    assert "lookup_loyalty answered at" in shown["brief"] and culprit in shown["brief"]
+    assert "Tool answers that mention it and wrote no delta: lookup_loyalty" in shown["why"]
+
+
+def test_the_brief_of_a_race_names_the_lost_value_and_the_fix_the_cause() -> None:
+    log = Log()
+    log.event("i-1", 61, cart=["kettle", "mug"])
+    log.event("i-2", 62, cart=["kettle", "towel"])
+    log.run("i-1", 60, 62.5)
+    log.run("i-2", 60.4, 63)
+    log.event("i-3", 90, partial=True, draft="streamed")
+    report = log.triage("cart", "draft")
+    cart, draft = verdict(report, "cart"), verdict(report, "draft")
+    assert "['kettle', 'mug'] was lost to ['kettle', 'towel']" in cart["brief"]
+    assert "final event" in draft["fix"] and "tool_context.state" not in draft["fix"]
