@@ -8,12 +8,14 @@ answers and are skipped with the reason otherwise.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -142,3 +144,15 @@ def pack_without(pack: Path, tmp_path: Path, *sections: str) -> Path:
         text = re.sub(rf"\n\[{section}\]\n(?:[^\[\n][^\n]*\n)*", "\n", text)
     manifest.write_text(text, encoding="utf-8")
     return copy
+
+
+def read_run(
+    flow: str, evidence: Path, out: Path, **parameters: Any
+) -> tuple[int, dict[str, Any], str]:
+    """Run ``flow``'s notebook through papermill; its exit code, findings.json and HTML."""
+    from incidentkit.runner import run_flow
+
+    result = run_flow(flow, evidence, out, parameters=parameters, progress=False)
+    assert result.html is not None and result.html.is_file()
+    findings = json.loads(result.findings.read_text()) if result.findings else {}
+    return result.exit_code, findings, result.html.read_text(encoding="utf-8")

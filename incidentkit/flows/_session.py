@@ -11,7 +11,7 @@ import pandas as pd
 
 from incidentkit.errors import ParameterError
 from incidentkit.evidence import Evidence
-from incidentkit.flows.common import begin, up_to
+from incidentkit.flows.common import begin, opened, up_to
 from incidentkit.flows.vanished_state.state import SessionRef, resolve_session
 from incidentkit.frames import empty
 from incidentkit.manifest import EARLIEST, Filters, Window
@@ -29,16 +29,7 @@ def open_session(
     """The incident narrowed to the session's app (its window up to ``as_of``: the manifest's
     window end, else now); the session; the values so far (``as_of``, ``session_id``,
     ``user_id``) and where each came from."""
-    if isinstance(evidence, str) and not evidence.strip():
-        raise ParameterError(
-            "evidence is empty",
-            value=evidence,
-            fix=f"give the incident's evidence.toml or its folder: incidentkit run {flow} "
-            "--evidence PATH -p session_id ID",
-        )
-    from incidentkit.evidence import open_evidence
-
-    incident = evidence if isinstance(evidence, Evidence) else open_evidence(evidence)
+    incident = opened(flow, evidence)
     ref = find_session(incident, session_id, app_name=app_name, user_id=user_id)
     incident, _, values, sources = begin(
         flow, incident, app_name=ref.app_name, as_of=as_of, now_without_window=True

@@ -31,16 +31,7 @@ def begin(
 
     ``now_without_window``: with no ``as_of`` and no window, judge at the current time (a flow
     that judges nothing by age, such as the runaway flow, reads everything stored so far)."""
-    if isinstance(evidence, str) and not evidence.strip():
-        raise ParameterError(
-            "evidence is empty",
-            value=evidence,
-            fix=f"give the incident's evidence.toml or its folder: incidentkit run {flow} "
-            "--evidence PATH (or set evidence in the notebook's first cell)",
-        )
-    from incidentkit.evidence import open_evidence
-
-    incident = evidence if isinstance(evidence, Evidence) else open_evidence(evidence)
+    incident = opened(flow, evidence)
     app, app_from = resolve_app(incident, app_name)
     incident = for_app(incident, app)
     blank = as_of is None or (isinstance(as_of, str) and not as_of.strip())
@@ -52,6 +43,20 @@ def begin(
         at_from = "the window's end" if blank else "parameter"
     sources = {"app_name": app_from, "as_of": at_from}
     return incident, app, {"as_of": at}, sources
+
+
+def opened(flow: str, evidence: Evidence | str | os.PathLike[str]) -> Evidence:
+    """The incident a flow's ``evidence`` parameter names (an empty one is refused)."""
+    if isinstance(evidence, str) and not evidence.strip():
+        raise ParameterError(
+            "evidence is empty",
+            value=evidence,
+            fix=f"give the incident's evidence.toml or its folder: incidentkit run {flow} "
+            "--evidence PATH (or set evidence in the notebook's first cell)",
+        )
+    from incidentkit.evidence import open_evidence
+
+    return evidence if isinstance(evidence, Evidence) else open_evidence(evidence)
 
 
 def resolve_as_of(as_of: Any, evidence: Evidence) -> pd.Timestamp:

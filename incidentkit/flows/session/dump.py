@@ -13,8 +13,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from incidentkit.errors import ParameterError
 from incidentkit.flows._frames import as_columns, per_group
+from incidentkit.flows.vanished_state.state import unknown_session
 from incidentkit.frames import BOOL, INT, OBJ, STR, TS
 
 DUMP_COLUMNS: Mapping[str, str] = {
@@ -54,15 +54,7 @@ def session_dump(
     hold is a ParameterError naming how many sessions they do hold, and a few of them."""
     mine = events.loc[events["session_id"].eq(session_id)].sort_values("seq", kind="stable")
     if mine.empty:
-        held = events["session_id"].dropna().unique()
-        examples = ", ".join(sorted(map(str, held))[:3])
-        raise ParameterError(
-            f"no stored event belongs to session {session_id!r}; the event log holds "
-            f"{len(held)} session(s)" + (f", e.g. {examples}" if len(held) else ""),
-            value=session_id,
-            fix="give a session id from the event log (incidentkit inspect lists the frames; "
-            "check the manifest's window and filters, which narrow the events read)",
-        )
+        raise unknown_session(session_id, events["session_id"], where="no stored event has it")
     ids = mine["event_id"]
     own_calls = calls.loc[calls["session_id"].eq(session_id)]
     own_responses = responses.loc[responses["session_id"].eq(session_id)]

@@ -62,12 +62,20 @@ def resolve_session(
                     fix=f"drop the {name} parameter (the session names it) or give {found!r}",
                 )
         return SessionRef(app, user, sid)
-    held = pd.concat([events["session_id"], stored["session_id"]]).dropna().unique()
-    examples = ", ".join(sorted(map(str, held))[:3])
-    raise ParameterError(
-        f"session {sid!r} is in neither the event log nor the stored state; they hold "
-        f"{len(held)} session(s)" + (f", e.g. {examples}" if len(held) else ""),
-        value=sid,
+    raise unknown_session(
+        sid,
+        pd.concat([events["session_id"], stored["session_id"]]),
+        where="neither the event log nor the stored state holds it",
+    )
+
+
+def unknown_session(session_id: str, held: pd.Series, *, where: str) -> ParameterError:
+    """The error for a session the evidence does not hold: how many it holds, a few of them."""
+    ids = sorted(map(str, held.dropna().unique()))
+    examples = f", e.g. {', '.join(ids[:3])}" if ids else ""
+    return ParameterError(
+        f"no such session: {where}; the evidence holds {len(ids)} session(s){examples}",
+        value=session_id,
         fix="check the id (copy it from the ledger or the event log), the manifest's app_name "
         "and window, and that [events] points at the session store the app used",
     )

@@ -10,13 +10,12 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import INCIDENT_DB_PASSWORD, pack_without
+from conftest import INCIDENT_DB_PASSWORD, pack_without, read_run
 
 import incidentkit as ik
 from incidentkit.errors import ParameterError, SourceError
 from incidentkit.findings import Findings
 from incidentkit.flows import latency_cliff as lc
-from incidentkit.runner import run_flow
 from incidentkit.simulate import simulate
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
@@ -204,16 +203,9 @@ def test_a_source_the_flow_does_not_read_cannot_stop_it(tmp_path: Path) -> None:
     assert findings["summary"]["rejects"] == 0
 
 
-def run_and_read(evidence: Path, out: Path, **parameters: Any) -> tuple[int, dict[str, Any], str]:
-    result = run_flow("latency_cliff", evidence, out, parameters=parameters, progress=False)
-    assert result.html is not None and result.html.is_file()
-    findings = json.loads(result.findings.read_text()) if result.findings else {}
-    return result.exit_code, findings, result.html.read_text(encoding="utf-8")
-
-
 @pytest.mark.notebook
 def test_the_notebook_on_the_cliff_pack_from_files_matches_truth(tmp_path: Path) -> None:
-    code, findings, html = run_and_read(CLIFF, tmp_path, app_name="support")
+    code, findings, html = read_run("latency_cliff", CLIFF, tmp_path, app_name="support")
     assert code == 1 and findings["verdict"] == "ACTION_NEEDED"
     assert_matches_truth(findings)
     Findings.from_json(json.dumps(findings))  # the document reads back
@@ -238,7 +230,7 @@ def test_the_notebook_on_the_cliff_pack_from_a_database_matches_truth(
     url = incident_db_url
     pack = simulate("latency_cliff", tmp_path / "pack", into=url)
     monkeypatch.setenv("INCIDENT_DB_URL", url)
-    code, findings, html = run_and_read(pack, tmp_path / "out", app_name="support")
+    code, findings, html = read_run("latency_cliff", pack, tmp_path / "out", app_name="support")
     assert code == 1
     assert_matches_truth(findings)
     assert INCIDENT_DB_PASSWORD not in html
@@ -246,7 +238,7 @@ def test_the_notebook_on_the_cliff_pack_from_a_database_matches_truth(
 
 @pytest.mark.notebook
 def test_the_notebook_on_a_healthy_window_is_clean_and_exits_0(tmp_path: Path) -> None:
-    code, findings, html = run_and_read(HEALTHY, tmp_path, app_name="support")
+    code, findings, html = read_run("latency_cliff", HEALTHY, tmp_path, app_name="support")
     assert (code, findings["verdict"]) == (0, "CLEAN")
     assert "No rows" in html  # empty views say so
     assert "What to do first" not in html

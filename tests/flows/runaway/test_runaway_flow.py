@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import INCIDENT_DB_PASSWORD, pack_without
+from conftest import INCIDENT_DB_PASSWORD, pack_without, read_run
 
 from incidentkit.errors import ParameterError
 from incidentkit.findings import Findings
 from incidentkit.flows import runaway as ra
-from incidentkit.runner import run_flow
 from incidentkit.simulate import simulate
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
@@ -242,16 +241,9 @@ def test_money_comes_with_a_price() -> None:
         assert row["cost"] == pytest.approx(row["tokens"] / 1000 * 0.5)
 
 
-def run_and_read(evidence: Path, out: Path, **parameters: Any) -> tuple[int, dict[str, Any], str]:
-    result = run_flow("runaway", evidence, out, parameters=parameters, progress=False)
-    assert result.html is not None and result.html.is_file()
-    findings = json.loads(result.findings.read_text()) if result.findings else {}
-    return result.exit_code, findings, result.html.read_text(encoding="utf-8")
-
-
 @pytest.mark.notebook
 def test_the_notebook_on_the_runaway_pack_from_files_matches_truth(tmp_path: Path) -> None:
-    code, findings, html = run_and_read(RUNAWAY, tmp_path, app_name=APP)
+    code, findings, html = read_run("runaway", RUNAWAY, tmp_path, app_name=APP)
     assert code == 1 and findings["verdict"] == "ACTION_NEEDED"
     assert_matches_truth(findings, limit_from="the limit error's message")
     Findings.from_json(json.dumps(findings))  # the document reads back
@@ -276,7 +268,7 @@ def test_the_notebook_on_the_runaway_pack_from_a_database_matches_truth(
     url = incident_db_url
     pack = simulate("runaway", tmp_path / "pack", into=url)
     monkeypatch.setenv("INCIDENT_DB_URL", url)
-    code, findings, html = run_and_read(pack, tmp_path / "out", app_name=APP)
+    code, findings, html = read_run("runaway", pack, tmp_path / "out", app_name=APP)
     assert code == 1
     assert_matches_truth(findings, limit_from="the limit error's message")
     assert INCIDENT_DB_PASSWORD not in html
@@ -284,6 +276,6 @@ def test_the_notebook_on_the_runaway_pack_from_a_database_matches_truth(
 
 @pytest.mark.notebook
 def test_the_notebook_on_a_healthy_window_is_clean_and_exits_0(tmp_path: Path) -> None:
-    code, findings, html = run_and_read(HEALTHY, tmp_path, app_name="support")
+    code, findings, html = read_run("runaway", HEALTHY, tmp_path, app_name="support")
     assert (code, findings["verdict"]) == (0, "CLEAN")
     assert "No rows" in html

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import INCIDENT_DB_PASSWORD
+from conftest import INCIDENT_DB_PASSWORD, read_run
 
 from incidentkit.cli import main
 from incidentkit.evidence import open_evidence
@@ -20,7 +20,6 @@ from incidentkit.flows.common import frames_of
 from incidentkit.flows.session.errors import EVENT_KIND, error_counts, quiet, vanishing_errors
 from incidentkit.flows.session.swimlane import plot_session, plot_swimlane
 from incidentkit.frames import build
-from incidentkit.runner import run_flow
 from incidentkit.simulate import simulate
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
@@ -139,17 +138,10 @@ def test_the_swimlane_draws_a_lane_per_author_and_the_race_in_red() -> None:
     assert ax.get_xlabel() == "time on 2026-11-29 (UTC)"
 
 
-def run_and_read(evidence: Path, out: Path, **parameters: Any) -> tuple[int, dict[str, Any], str]:
-    result = run_flow("session", evidence, out, parameters=parameters, progress=False)
-    assert result.html is not None and result.html.is_file()
-    findings = json.loads(result.findings.read_text()) if result.findings else {}
-    return result.exit_code, findings, result.html.read_text(encoding="utf-8")
-
-
 @pytest.mark.notebook
 def test_the_notebook_on_the_vanished_session_from_files(tmp_path: Path) -> None:
     sid = VANISHED_TRUTH["session_id"]
-    code, findings, html = run_and_read(VANISHED, tmp_path, session_id=sid)
+    code, findings, html = read_run("session", VANISHED, tmp_path, session_id=sid)
     assert code == 1 and findings["verdict"] == "ACTION_NEEDED"
     items = {item["id"]: item for item in findings["items"]}
     assert items["session/errors"]["severity"] == "INFO"  # this incident has none
@@ -170,7 +162,7 @@ def test_the_notebook_from_a_database_keeps_the_password_out(
         "error_code_events"
     ]
     sid = open_evidence(pack).events.set_index("event_id").loc[coded["event_id"], "session_id"]
-    code, findings, html = run_and_read(pack, tmp_path / "out", session_id=sid)
+    code, findings, html = read_run("session", pack, tmp_path / "out", session_id=sid)
     assert code == 1
     rows = next(i for i in findings["items"] if i["id"] == "session/errors")["rows"]
     assert coded["event_id"] in {row["location"] for row in rows if row["in_session"]}

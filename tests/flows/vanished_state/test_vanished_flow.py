@@ -11,13 +11,12 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import INCIDENT_DB_PASSWORD, pack_without
+from conftest import INCIDENT_DB_PASSWORD, pack_without, read_run
 
 from incidentkit.errors import ParameterError
 from incidentkit.evidence import open_evidence
 from incidentkit.findings import Findings
 from incidentkit.flows import vanished_state as vs
-from incidentkit.runner import run_flow
 from incidentkit.simulate import simulate
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
@@ -154,7 +153,9 @@ def test_the_session_names_its_app_and_user_and_a_wrong_one_is_refused() -> None
     with pytest.raises(ParameterError, match="session_id is empty"):
         vs.setup(JAVA)
     held = open_evidence(JAVA).events["session_id"].nunique()
-    with pytest.raises(ParameterError, match=f"nor the stored state; they hold {held} session"):
+    with pytest.raises(
+        ParameterError, match=f"stored state holds it; the evidence holds {held} session"
+    ):
         vs.setup(JAVA, session_id="no-such-session")
 
 
@@ -179,21 +180,14 @@ def test_a_session_that_started_before_the_window_is_judged_on_its_whole_history
     assert ms(findings["evidence"]["window"][0]) == ms("2026-11-29T14:15:00Z")
 
 
-def run_and_read(
-    evidence: Path, out: Path, flow: str = "vanished_state", **parameters: Any
-) -> tuple[int, dict[str, Any], str]:
-    result = run_flow(flow, evidence, out, parameters=parameters, progress=False)
-    assert result.html is not None and result.html.is_file()
-    findings = json.loads(result.findings.read_text()) if result.findings else {}
-    return result.exit_code, findings, result.html.read_text(encoding="utf-8")
-
-
 @pytest.mark.notebook
 @pytest.mark.parametrize("pack", [JAVA, PYTHON], ids=["adk-java", "adk-python-sqlite-file"])
 def test_the_notebook_on_each_pack_from_files_matches_truth(pack: Path, tmp_path: Path) -> None:
     truth = expected(pack)
     keys = [k["key"] for k in truth["keys"]]
-    code, findings, html = run_and_read(pack, tmp_path, session_id=truth["session_id"], keys=keys)
+    code, findings, html = read_run(
+        "vanished_state", pack, tmp_path, session_id=truth["session_id"], keys=keys
+    )
     assert code == 1 and findings["verdict"] == "ACTION_NEEDED"
     assert_matches_truth(findings, pack)
     Findings.from_json(json.dumps(findings))  # the document reads back
@@ -215,8 +209,8 @@ def test_the_notebook_on_the_python_pack_from_a_database_matches_truth(
     monkeypatch.setenv("INCIDENT_DB_URL", url)
     truth = expected(pack)
     keys = json.dumps([k["key"] for k in truth["keys"]])  # as a shell passes it
-    code, findings, html = run_and_read(
-        pack, tmp_path / "out", session_id=truth["session_id"], keys=keys
+    code, findings, html = read_run(
+        "vanished_state", pack, tmp_path / "out", session_id=truth["session_id"], keys=keys
     )
     assert code == 1
     assert_matches_truth(findings, pack)
@@ -228,7 +222,7 @@ def test_the_notebook_on_the_python_pack_from_a_database_matches_truth(
 def test_the_notebook_without_a_session_id_fails_with_the_fix_in_the_report(
     tmp_path: Path,
 ) -> None:
-    code, findings, html = run_and_read(JAVA, tmp_path)
+    code, findings, html = read_run("vanished_state", JAVA, tmp_path)
     assert code == 3 and findings["verdict"] == "INCOMPLETE_EVIDENCE"
     assert "session_id is empty" in html and "-p session_id" in html
 
