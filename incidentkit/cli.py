@@ -11,7 +11,7 @@ import contextlib
 import json
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from incidentkit.errors import EXIT_INCOMPLETE, EXIT_USAGE, IncidentkitError
 from incidentkit.findings import generator
@@ -43,39 +43,146 @@ def _pairs(pairs: list[list[str]] | None) -> dict[str, str]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    """``run FLOW`` and ``run all``; with ``--timestamped`` into a new folder under ``--out``
+    and ``latest`` pointed at it (also when the run was refused: its folder says why)."""
     from pathlib import Path
 
-    from incidentkit.runner import coerce_parameters, failed_findings, run_flow
+    from incidentkit import schedule
 
+    raw = _pairs(args.parameter)
+    folder = Path(args.out)
+    given = None
     try:
-        params = coerce_parameters(args.flow, _pairs(args.parameter))
-        result = run_flow(
-            args.flow,
-            args.evidence,
-            args.out,
-            parameters=params,
-            timeout=args.timeout,
-            show_code=args.show_code,
-            progress=not args.quiet,
+        try:
+            given = schedule.parse_as_of(args.as_of)
+        finally:  # named by the moment judged; a bad --as-of is reported in a folder too
+            if args.timestamped:
+                folder = schedule.stamped_folder(args.out, given or schedule.now())
+        if given is not None and str(raw.get("as_of") or "").strip():
+            from incidentkit.errors import ParameterError
+
+            raise ParameterError(
+                "the run's time is given twice",
+                value=[args.as_of, raw["as_of"]],
+                fix="give either --as-of (now or a UTC time) or -p as_of, not both",
+            )
+        code = (
+            _run_all(args, folder, raw, given)
+            if args.flow == "all"
+            else _run_one(args, folder, raw, given)
         )
     except IncidentkitError as err:
-        # Refused before the notebook ran: --out still gets a findings.json saying why (a
-        # scheduler that parses findings always has one, never an earlier run's).
-        out = Path(args.out)
-        with contextlib.suppress(OSError):  # a file of that name, or no permission
-            out.mkdir(parents=True, exist_ok=True)
-        if out.is_dir():
-            failed_findings(args.flow, f"{type(err).__name__}: {err}", {}).write(
-                out / "findings.json"
-            )
+        _record_refusal(args.flow, folder, err, raw)
         raise
+    finally:
+        if args.timestamped and folder.is_dir() and folder != Path(args.out):
+            link = schedule.point_latest(folder)
+            sys.stderr.write(f"latest:   {link} -> {folder.name}\n")
+    return code
+
+
+def _scheduled_as_of(given: Any, raw: dict[str, str], evidence: str) -> Any:
+    """The run's as_of for scheduling (stale check, relative window): ``--as-of``; with a
+    relative manifest window also ``-p as_of``, else now. None: no scheduling checks."""
+    from incidentkit import schedule
+    from incidentkit.manifest import load_manifest
+    from incidentkit.times import utc_timestamp
+
+    manifest = load_manifest(evidence)
+    window = manifest.filters.window
+    if given is None and window is not None and window.last is not None:
+        text = str(raw.get("as_of") or "").strip()
+        given = utc_timestamp(text, what="as_of") if text else schedule.now()
+    return manifest, given
+
+
+def _run_one(args: argparse.Namespace, folder: Any, raw: dict[str, str], given: Any) -> int:
+    from incidentkit import schedule
+    from incidentkit.findings import iso_text
+    from incidentkit.runner import coerce_parameters, declared_parameters, run_flow
+
+    params = coerce_parameters(args.flow, raw)
+    stale_after = schedule.parse_stale_after(args.stale_after)
+    manifest, as_of = _scheduled_as_of(given, raw, args.evidence)
+    extra = []
+    if as_of is not None:
+        if "as_of" in declared_parameters(args.flow):
+            params["as_of"] = iso_text(as_of)
+        end, frame = schedule.evidence_end(manifest, as_of)
+        window = schedule.run_window(manifest, as_of)
+        stale = schedule.stale_finding(as_of, end, frame, window=window, stale_after=stale_after)
+        extra += [stale] if stale is not None else []
+    result = run_flow(
+        args.flow,
+        args.evidence,
+        folder,
+        parameters=params,
+        timeout=args.timeout,
+        show_code=args.show_code,
+        progress=not args.quiet,
+        extra_items=extra,
+    )
     lines = [f"notebook: {result.notebook}", f"report:   {result.html}"]
     if result.findings:
         lines.append(f"findings: {result.findings} ({result.verdict})")
+    lines += [f"warning:  {item.id}: {item.title}" for item in extra]
     if result.error:
         lines.append(f"incidentkit: {result.error}")
     sys.stderr.write("\n".join(lines) + "\n")
     return result.exit_code
+
+
+def _run_all(args: argparse.Namespace, folder: Any, raw: dict[str, str], given: Any) -> int:
+    from incidentkit import schedule
+    from incidentkit.batch import run_all
+
+    if args.jobs is not None and args.jobs < 1:
+        from incidentkit.errors import ParameterError
+
+        raise ParameterError(
+            "--jobs must be a positive number", value=args.jobs, fix="give e.g. --jobs 2"
+        )
+    _, as_of = _scheduled_as_of(given, raw, args.evidence)
+    result = run_all(
+        args.evidence,
+        folder,
+        parameters=raw,
+        as_of=as_of,
+        stale_after=schedule.parse_stale_after(args.stale_after),
+        timeout=args.timeout,
+        show_code=args.show_code,
+        jobs=args.jobs,
+    )
+    lines = [
+        f"{o.flow:<15} {o.verdict or '-':<20} exit {o.exit_code}"
+        + (f"  {o.error}" if o.error else "")
+        for o in result.outcomes
+    ]
+    lines += [f"{name:<15} skipped: {reason}" for name, reason in result.skipped.items()]
+    if result.stale is not None:
+        lines.append(f"warning: {result.stale.id}: {result.stale.title}")
+    lines.append(f"index:   {result.out / 'index.html'}")
+    lines.append(f"summary: {result.out / 'summary.json'} (exit {result.exit_code})")
+    sys.stderr.write("\n".join(lines) + "\n")
+    return result.exit_code
+
+
+def _record_refusal(flow: str, folder: Any, err: IncidentkitError, raw: dict[str, str]) -> None:
+    """Refused before the notebook ran: the run's folder still gets a findings.json (``run
+    all``: a summary.json) saying why. A scheduler that parses it always has one, never an
+    earlier run's."""
+    with contextlib.suppress(OSError):  # a file of that name, or no permission
+        folder.mkdir(parents=True, exist_ok=True)
+    if not folder.is_dir():
+        return
+    if flow == "all":
+        from incidentkit.batch import refused_summary
+
+        refused_summary(folder, err, raw)
+    else:
+        from incidentkit.runner import failed_findings
+
+        failed_findings(flow, f"{type(err).__name__}: {err}", {}).write(folder / "findings.json")
 
 
 def _new(args: argparse.Namespace) -> int:
@@ -129,6 +236,35 @@ def _session(args: argparse.Namespace) -> int:
         )
         return EXIT_INCOMPLETE
     return EXIT_CLEAN
+
+
+def _postmortem(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from incidentkit.postmortem import postmortem_command
+
+    sys.stdout.write(postmortem_command(Path(args.out), fmt=args.format))
+    return EXIT_CLEAN
+
+
+def _actions(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from incidentkit.actions import actions_command
+
+    sys.stdout.write(actions_command(Path(args.out), kind=args.kind, fmt=args.format))
+    return EXIT_CLEAN
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from incidentkit.demo import run_demo
+
+    page, runs = run_demo(args.fixtures, args.out, jobs=args.jobs)
+    for run in runs:
+        sys.stderr.write(f"{run.pack:16} exit {run.exit_code}  {run.folder / 'index.html'}\n")
+    sys.stderr.write(f"open {page}\n")
+    worst = max((run.exit_code for run in runs), default=EXIT_CLEAN)
+    return EXIT_CLEAN if worst in (EXIT_CLEAN, 1, EXIT_INCOMPLETE) else worst
 
 
 class _Parser(argparse.ArgumentParser):
@@ -194,12 +330,16 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
 
     run = sub.add_parser(
         "run",
-        help="execute a flow notebook with papermill and write its report",
+        help="execute a flow notebook (or every flow: all) with papermill and write its report",
         description="Execute notebooks/<flow>.ipynb against the evidence; write the executed "
-        "notebook, an HTML report and findings.json. Exit 0 clean, 1 findings need action, "
-        "2 evidence incomplete, 3 usage or manifest error, 4 notebook failed.",
+        "notebook, an HTML report and findings.json. 'all' runs every flow the evidence "
+        "supports into OUT/<flow>/, with OUT/index.html and OUT/summary.json. Exit 0 clean, "
+        "1 findings need action, 2 evidence incomplete, 3 usage or manifest error, 4 notebook "
+        "failed (run all: the worst of its flows).",
     )
-    run.add_argument("flow", help=f"the triage flow to run: {', '.join(sorted(FLOWS))}")
+    run.add_argument(
+        "flow", help=f"the triage flow to run: {', '.join(sorted(FLOWS))}, or all of them: all"
+    )
     run.add_argument("--evidence", required=True, help="evidence.toml or its folder")
     run.add_argument(
         "-p",
@@ -213,6 +353,29 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell")
     run.add_argument("--show-code", action="store_true", help="keep code in the HTML report")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--as-of",
+        metavar="TIME",
+        help="the moment judged: now, or a UTC time such as 2026-12-02T06:15:00Z; sets the "
+        'flows\' as_of and the end of a relative window (window = { last = "2h" })',
+    )
+    run.add_argument(
+        "--timestamped",
+        action="store_true",
+        help="write into a new folder OUT/<UTC time, e.g. 2026-12-02T061500Z>/ and point "
+        "OUT/latest at it; never overwrites an earlier run",
+    )
+    run.add_argument(
+        "--stale-after",
+        metavar="DURATION",
+        help="with --as-of or a relative window: warn (run/stale-evidence) when as_of is past "
+        "the evidence's last row by more than this (default: the window's length, else 1h)",
+    )
+    run.add_argument(
+        "--jobs",
+        type=int,
+        help="run all: flows run at once (default: the CPUs, at most one per flow)",
+    )
     run.set_defaults(handler=_run)
 
     new = sub.add_parser(
@@ -226,6 +389,38 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
     new.add_argument("--out", help="folder to write into (default incidents/INCIDENT)")
     new.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"))
     new.set_defaults(handler=_new)
+
+    postmortem = sub.add_parser(
+        "postmortem",
+        help="draft a postmortem from one incident's findings",
+        description="Turn the findings of one flow's --out folder (or of run all's) into a "
+        "postmortem draft on standard output; save it in that folder (its links are relative).",
+    )
+    postmortem.add_argument("out", help="the --out folder of incidentkit run (a flow or all)")
+    postmortem.add_argument("--format", default="md", choices=("md", "html"))
+    postmortem.set_defaults(handler=_postmortem)
+
+    actions = sub.add_parser(
+        "actions",
+        help="list the runs to act on after a crash (from the orphans flow's findings)",
+        description="The run ids and sessions the orphans flow says to re-drive, park, mark "
+        "done or ask downstream about, for whoever runs the recovery.",
+    )
+    actions.add_argument("out", help="the --out folder of incidentkit run orphans (or all)")
+    actions.add_argument("--kind", required=True, help="REDRIVE, PARK, MARK_DONE, ASK_DOWNSTREAM")
+    actions.add_argument("--format", default="csv", choices=("csv", "json"))
+    actions.set_defaults(handler=_actions)
+
+    demo = sub.add_parser(
+        "demo",
+        help="run every flow on every bundled incident and link the reports",
+        description="One run all per bundled incident (fixtures/ of a checkout) into OUT, and "
+        "OUT/index.html linking them.",
+    )
+    demo.add_argument("--out", default="out/demo", help="folder to write into (out/demo)")
+    demo.add_argument("--fixtures", default="fixtures", help="the bundled incidents (fixtures)")
+    demo.add_argument("--jobs", type=int, help="flows run at once (default: the CPUs)")
+    demo.set_defaults(handler=_demo)
     return parser
 
 

@@ -23,6 +23,7 @@ TIME_COLUMNS: Mapping[str, tuple[str, str]] = {
     "spans": ("start", "end"),
     "diagnostics": ("ts", "ts"),
     "threads": ("taken_at", "taken_at"),
+    "class_histograms": ("taken_at", "taken_at"),
 }
 EXAMPLES = 5
 
@@ -249,15 +250,15 @@ def render_text(report: Coverage) -> str:
         start = report.window[0]
         start = "everything stored" if start == _iso(EARLIEST) else start
         lines.append(f"window:   {start} .. {report.window[1]} (UTC)")
-    lines += ["", f"{'frame':<15}{'source':<13}{'rows':>9}  {'from':<26}{'to'}"]
+    lines += ["", f"{'frame':<17}{'source':<13}{'rows':>9}  {'from':<26}{'to'}"]
     for frame in report.frames:
         if frame.status == "loaded":
             lines.append(
-                f"{frame.frame:<15}{frame.source:<13}{frame.rows:>9}  "
+                f"{frame.frame:<17}{frame.source:<13}{frame.rows:>9}  "
                 f"{frame.start or '-':<26}{frame.end or '-'}"
             )
         else:
-            lines.append(f"{frame.frame:<15}{frame.source:<13}{'-':>9}  {frame.status}")
+            lines.append(f"{frame.frame:<17}{frame.source:<13}{'-':>9}  {frame.status}")
     errors = {frame.source: frame.error for frame in report.frames if frame.error}
     for source, error in errors.items():
         lines.append(f"  ! {source}: {error}")

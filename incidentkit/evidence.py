@@ -25,6 +25,7 @@ FRAME_SOURCES: Mapping[str, str] = {
     "spans": "spans",
     "diagnostics": "diagnostics",
     "threads": "threads",
+    "class_histograms": "histograms",
 }
 """Which manifest section produces each canonical frame."""
 
@@ -150,6 +151,10 @@ class Evidence:
     @property
     def threads(self) -> pd.DataFrame:
         return self.frame("threads")
+
+    @property
+    def class_histograms(self) -> pd.DataFrame:
+        return self.frame("class_histograms")
 
     @property
     def rejects(self) -> pd.DataFrame:

@@ -250,6 +250,20 @@ THREADS = _spec(
     top_frame=STR,
     frames=OBJ,
 )
+CLASS_HISTOGRAMS = _spec(
+    "class_histograms",
+    "One row per class line of a JVM class histogram (jcmd GC.class_histogram); class without "
+    "its module suffix, bytes the shallow size of its instances.",
+    **{  # "class" is a Python keyword: the columns go in as a mapping
+        "histogram": STR,
+        "taken_at": TS,
+        "rank": INT,
+        "class": STR,
+        "module": STR,
+        "instances": INT,
+        "bytes": INT,
+    },
+)
 REJECTS = _spec(
     "rejects",
     "One row per input row the kit could not read, with where it was and why.",
@@ -280,6 +294,7 @@ FRAMES: Mapping[str, FrameSpec] = {
         SPANS,
         DIAGNOSTICS,
         THREADS,
+        CLASS_HISTOGRAMS,
         REJECTS,
         WARNINGS,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import tomllib
 import zoneinfo
 from collections.abc import Iterable, Mapping
@@ -26,7 +27,7 @@ from incidentkit.redact import has_query_secret, redact_url, remember_url
 from incidentkit.times import utc_timestamp
 
 MANIFEST_NAME = "evidence.toml"
-SECTIONS = ("ledger", "events", "journal", "spans", "diagnostics", "threads")
+SECTIONS = ("ledger", "events", "journal", "spans", "diagnostics", "threads", "histograms")
 FORMATS: Mapping[str, tuple[str, ...]] = {
     "ledger": ("sql", "csv", "jsonl"),
     "events": ("sql", "adk-java-json", "adk-python-db", "adk-session-json"),
@@ -34,6 +35,7 @@ FORMATS: Mapping[str, tuple[str, ...]] = {
     "spans": ("otlp-json", "jaeger-json"),
     "diagnostics": ("text", "json"),
     "threads": ("jcmd",),
+    "histograms": ("jcmd",),
 }
 _SECTION_KEYS = {
     "url",
@@ -81,6 +83,8 @@ class Window:
 
     start: pd.Timestamp
     end: pd.Timestamp
+    last: pd.Timedelta | None = field(default=None, compare=False)
+    """A relative window's length (``window = { last = "2h" }``); None for a fixed window."""
 
     def __post_init__(self) -> None:
         if self.end <= self.start:
@@ -93,6 +97,20 @@ class Window:
     @classmethod
     def parse(cls, start: Any, end: Any) -> Window:
         return cls(utc_timestamp(start, what="window.start"), utc_timestamp(end, what="window.end"))
+
+    @classmethod
+    def before(cls, as_of: pd.Timestamp, last: pd.Timedelta) -> Window:
+        """The relative window ``[as_of - last, as_of)``: back-to-back runs read each row once."""
+        return cls(as_of - last, as_of, last)
+
+    def anchored(self, as_of: pd.Timestamp) -> Window:
+        """A relative window moved to end at ``as_of``; a fixed window unchanged."""
+        return self if self.last is None else Window.before(as_of, self.last)
+
+
+AS_OF_ENV = "INCIDENTKIT_AS_OF"
+"""The moment a relative window ends at. ``incidentkit run`` sets it for the flow's kernel (the
+run's as_of); unset, a relative window ends now (rounded up to the next second)."""
 
 
 @dataclass(frozen=True)
@@ -303,16 +321,52 @@ def _profile_value(where: str, key: str, value: Any) -> Any:
 def _parse_window(raw: Any) -> Window | None:
     if raw is None:
         return None
+    if isinstance(raw, Mapping) and set(raw) == {"last"}:
+        return _relative_window(raw["last"])
     if not isinstance(raw, Mapping) or set(raw) != {"start", "end"}:
         raise ManifestError(
-            "window must be a table with start and end",
+            "window must be a table with start and end, or with last",
             value=raw,
-            fix='write window = { start = "2026-11-29T02:30:00Z", end = "2026-11-29T04:00:00Z" }',
+            fix='write window = { start = "2026-11-29T02:30:00Z", end = "2026-11-29T04:00:00Z" }, '
+            'or window = { last = "2h" } (the two hours before the run\'s as_of)',
         )
     try:
         return Window.parse(_toml_time(raw["start"]), _toml_time(raw["end"]))
     except ParameterError as err:
         raise ManifestError(err.problem, value=err.value, fix=err.fix) from err
+
+
+def _relative_window(last: Any) -> Window:
+    """``window = { last = "2h" }``: the ``last`` before the run's as_of (:data:`AS_OF_ENV`),
+    else before now."""
+    length = parse_duration(last)
+    if length is None:
+        raise ManifestError(
+            "window last must be a positive duration",
+            value=last,
+            fix='write window = { last = "2h" } (or "30min", "90s", "1d", "1h30min")',
+        )
+    anchor = os.environ.get(AS_OF_ENV, "").strip()
+    if not anchor:  # up to now, rounded up: nothing stored so far is cut
+        return Window.before(pd.Timestamp.now(tz="UTC").ceil("s"), length)
+    try:
+        return Window.before(utc_timestamp(anchor, what=AS_OF_ENV), length)
+    except ParameterError as err:
+        raise ManifestError(err.problem, value=err.value, fix=err.fix) from err
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(w|d|h|min|s)")
+_DURATION_SECONDS = {"w": 604800, "d": 86400, "h": 3600, "min": 60, "s": 1}
+
+
+def parse_duration(text: Any) -> pd.Timedelta | None:
+    """A positive duration such as ``"2h"``, ``"30min"``, ``"1d"`` or ``"1h30min"``, else None."""
+    if not isinstance(text, str) or not re.fullmatch(
+        f"(?:\\s*{_DURATION_PART.pattern})+\\s*", text
+    ):
+        return None
+    seconds = sum(float(n) * _DURATION_SECONDS[unit] for n, unit in _DURATION_PART.findall(text))
+    return pd.Timedelta(seconds=seconds) if seconds > 0 else None
 
 
 def _toml_time(value: Any) -> Any:

@@ -11,9 +11,9 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from typing import Any
 from incidentkit.errors import NotebookError, ParameterError, exit_code_of
 from incidentkit.findings import Finding, Findings, Provenance, Severity, Verdict
 from incidentkit.flows import FLOWS
-from incidentkit.manifest import did_you_mean, find_manifest, load_manifest
+from incidentkit.manifest import AS_OF_ENV, did_you_mean, find_manifest, load_manifest
 from incidentkit.redact import url_secrets
 
 
@@ -143,36 +143,37 @@ def _coerce(name: str, kind: str, text: str) -> Any:
 
 
 @contextmanager
-def _interpreter_kernel() -> Iterator[str]:
-    """A kernelspec for the running interpreter, written by ipykernel, visible only during the
-    run (never a committed absolute path)."""
+def _run_kernel(env: Mapping[str, str] | None = None) -> Iterator[type[Any]]:
+    """The kernel manager of one run, with its own private temporary folder (removed after).
+
+    The folder holds a kernelspec for the running interpreter, written by ipykernel (never a
+    committed absolute path), with ``env`` for the kernel process, and the IPC sockets. Nothing
+    process-wide changes (no ``JUPYTER_PATH``, no working directory), so several runs can
+    execute at once in one process.
+    """
     from ipykernel.kernelspec import write_kernel_spec
 
     folder = Path(tempfile.mkdtemp(prefix="incidentkit-kernel-"))
-    write_kernel_spec(
-        folder / "kernels" / KERNEL,
-        overrides={"display_name": "incidentkit (running interpreter)"},
-    )
-    previous = os.environ.get("JUPYTER_PATH")
-    os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(folder), previous]))
     try:
-        yield KERNEL
+        write_kernel_spec(
+            folder / "kernels" / KERNEL,
+            overrides={"display_name": "incidentkit (running interpreter)", "env": dict(env or {})},
+        )
+        yield _ipc_kernel_manager(folder)
     finally:
-        if previous is None:
-            os.environ.pop("JUPYTER_PATH", None)
-        else:
-            os.environ["JUPYTER_PATH"] = previous
         shutil.rmtree(folder, ignore_errors=True)
 
 
 def _ipc_kernel_manager(folder: Path) -> type[Any]:
-    """A kernel manager that talks to the kernel over IPC (Unix sockets), not TCP.
+    """A kernel manager that talks to the kernel over IPC (Unix sockets), not TCP, and finds
+    the run's kernelspec in ``folder/kernels``.
 
     The kernel then listens on no network port at all, and ipykernel has no reason to warn
     "running over TCP without encryption". The sockets live in a private temporary folder,
     never beside the notebook (which may sit in a read-only site-packages): ``folder``, which
     the caller removes.
     """
+    from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import default
 
@@ -184,6 +185,10 @@ def _ipc_kernel_manager(folder: Path) -> type[Any]:
         @default("ip")
         def _ip_default(self) -> str:
             return str(folder / "kernel")
+
+        @default("kernel_spec_manager")
+        def _kernel_spec_manager_default(self) -> KernelSpecManager:
+            return KernelSpecManager(kernel_dirs=[str(folder / "kernels")])
 
     return IPCKernelManager
 
@@ -245,8 +250,17 @@ def run_flow(
     show_code: bool = False,
     progress: bool = True,
     environ: Mapping[str, str] | None = None,
+    extra_items: Sequence[Finding] = (),
 ) -> RunResult:
-    """Execute ``flow`` against ``evidence``; write notebook, HTML and findings into ``out``."""
+    """Execute ``flow`` against ``evidence``; write notebook, HTML and findings into ``out``.
+
+    A non-empty ``as_of`` parameter is also the moment a relative manifest window ends at (the
+    kernel's :data:`~incidentkit.manifest.AS_OF_ENV`). ``extra_items`` (the scheduler's
+    ``run/stale-evidence``) are added to the findings before the report is rendered; any of them
+    that needs action makes the verdict INCOMPLETE_EVIDENCE.
+
+    Safe to call from several threads at once for different ``out`` folders.
+    """
     import papermill
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
     from papermill.exceptions import PapermillExecutionError
@@ -269,7 +283,7 @@ def run_flow(
             fix="give a folder for the notebook, the report and findings.json (it is created)",
         )
     out_dir.mkdir(parents=True, exist_ok=True)
-    executed = out_dir / f"{flow}.ipynb"
+    executed = (out_dir / f"{flow}.ipynb").resolve()
     html = out_dir / f"{flow}.html"
     findings = out_dir / "findings.json"
     findings.unlink(missing_ok=True)
@@ -278,21 +292,20 @@ def run_flow(
         "evidence": str(manifest),
         "findings_path": str(findings.resolve()),
     }
+    as_of = str(params.get("as_of") or "").strip()
     failure: tuple[int, str] | None = None  # (exit code, message)
-    with (
-        _interpreter_kernel() as kernel,
-        tempfile.TemporaryDirectory(prefix="incidentkit-ipc-") as sockets,
-    ):
+    with _run_kernel({AS_OF_ENV: as_of} if as_of else None) as manager:
         try:
             papermill.execute_notebook(
                 str(source),
                 str(executed),
                 parameters=params,
-                kernel_name=kernel,
+                kernel_name=KERNEL,
                 progress_bar=progress,
                 execution_timeout=timeout,
-                cwd=str(source.parent),
-                kernel_manager_class=_ipc_kernel_manager(Path(sockets)),
+                # the kernel's working directory, without papermill's process-wide chdir
+                resources={"metadata": {"path": str(source.parent)}},
+                kernel_manager_class=manager,
             )
         except PapermillExecutionError as err:
             failure = exit_code_of(err.ename), f"{err.ename}: {err.evalue}"
@@ -300,8 +313,12 @@ def run_flow(
             failure = 4, f"timed out after {timeout} s in {_running_cell(executed)}"
         except DeadKernelError as err:
             failure = 4, f"the kernel died in {_running_cell(executed)} ({err})"
+        else:
+            failure = notebook_failure(executed)
     if failure is not None:
         failed_findings(flow, failure[1], params).write(findings)
+    if extra_items and findings.is_file():
+        with_items(Findings.read(findings), extra_items).write(findings)
     render_html(executed, html, show_code=show_code, findings=findings, flow=flow)
     leaked = scan_for_secrets([executed, html, findings], secrets)
     if leaked:
@@ -323,6 +340,41 @@ def run_flow(
             fix="the notebook's last cell must call report.record(findings, findings_path)",
         )
     return RunResult(VERDICT_EXIT[verdict], executed, html, findings, verdict)
+
+
+def notebook_failure(executed: Path) -> tuple[int, str] | None:
+    """What papermill's own flags say failed in an executed notebook that it returned without
+    raising, as (exit code 4, message); None when every cell ran clean.
+
+    papermill raises for most failed cells, but not for all: a cell that ran ``sys.exit()`` or
+    ``sys.exit(0)`` stops the run silently. Here any error output (also one papermill or
+    nbclient let through: ``allow_errors``, a ``raises-exception`` tag), any cell papermill
+    flagged with an exception or as failed, and the notebook's own exception flag count.
+    """
+    import nbformat
+
+    nb = nbformat.read(str(executed), as_version=4)
+    for number, cell in enumerate(nb.cells, start=1):
+        if cell.get("cell_type") != "code":
+            continue
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        flags = cell.get("metadata", {}).get("papermill", {})
+        if errors or flags.get("exception") is True or flags.get("status") == "failed":
+            shown = _cell_name(number, cell)
+            if errors:
+                return 4, f"{errors[0].get('ename')}: {errors[0].get('evalue')} in {shown}"
+            return 4, f"papermill flagged an exception in {shown}"
+    if nb.metadata.get("papermill", {}).get("exception") is True:
+        return 4, "papermill flagged an exception in the notebook"
+    return None
+
+
+def with_items(document: Findings, items: Sequence[Finding]) -> Findings:
+    """``document`` with ``items`` added; one that needs action makes the verdict
+    INCOMPLETE_EVIDENCE (the evidence does not support the verdict as it stood)."""
+    incomplete = any(item.needs_action for item in items)
+    verdict = Verdict.INCOMPLETE_EVIDENCE if incomplete else document.verdict
+    return replace(document, verdict=verdict, items=(*document.items, *items))
 
 
 def failed_findings(flow: str, message: str, parameters: Mapping[str, Any]) -> Findings:
@@ -359,7 +411,12 @@ def _running_cell(executed: Path) -> str:
     if not started:
         return "an unknown cell"
     number, cell = started[-1]  # the last cell that began: papermill stops there
-    tags = [t for t in cell.metadata.get("tags", []) if t != "injected-parameters"]
+    return _cell_name(number, cell)
+
+
+def _cell_name(number: int, cell: Any) -> str:
+    """``cell K (tag)``."""
+    tags = [t for t in cell.get("metadata", {}).get("tags", []) if t != "injected-parameters"]
     return f"cell {number}" + (f" ({', '.join(tags)})" if tags else "")
 
 
@@ -391,15 +448,14 @@ def new_notebook(
         "evidence": str(manifest),
         "findings_path": str((folder / "findings.json").resolve()),
     }
-    with _interpreter_kernel() as kernel:
-        papermill.execute_notebook(
-            str(source),
-            str(target),
-            parameters=params,
-            prepare_only=True,
-            kernel_name=kernel,
-            progress_bar=False,
-        )
+    papermill.execute_notebook(  # prepare only: no kernel starts, no kernelspec is read
+        str(source),
+        str(target),
+        parameters=params,
+        prepare_only=True,
+        kernel_name=KERNEL,
+        progress_bar=False,
+    )
     _drop_kernelspec(target)
     return target
 

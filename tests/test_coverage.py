@@ -96,7 +96,7 @@ def test_inspect_prints_the_coverage_of_a_pack(capsys: pytest.CaptureFixture[str
     for name, count in truth["counts"].items():
         if count:
             assert re.search(rf"^{name}\s+\w+\s+{count}\s", text, re.MULTILINE), name
-    assert "rejects: 0" in text and "threads        threads              -  absent" in text
+    assert "rejects: 0" in text and "threads          threads              -  absent" in text
 
 
 def test_inspect_json_groups_rejects_with_their_locations(

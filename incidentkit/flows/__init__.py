@@ -70,5 +70,16 @@ FLOWS: Mapping[str, Flow] = {
         profile_keys=(),
         required=("session_id",),
     ),
+    "overview": Flow(
+        name="overview",
+        notebook="overview.ipynb",
+        summary="the triage card: every flow's cheap check on every app, ordered by the "
+        "reported symptom, each line with the flow to open next",
+        sections=("ledger", "events", "journal", "spans", "diagnostics", "threads"),
+        profile_keys=(
+            *("client_timeout_s", "max_llm_calls", "loop_exit_keys"),
+            *("terminal_agent", "key_templates", "attempts_cap"),
+        ),
+    ),
 }
 """Every flow, by name."""

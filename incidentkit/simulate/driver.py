@@ -138,12 +138,19 @@ def write_pack(
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(render(dump, world.rng, zone=spec.zone), encoding="utf-8", newline="\n")
         counts.threads += dump.rows
+    for name, text in plan.files.items():
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8", newline="\n")
     java = events_format == "adk-java"
     journal = counts.journal > 0
     if not journal:  # a tool journal nobody wrote to: no section (an empty one reads as lost)
         (folder / "journal.jsonl").unlink(missing_ok=True)
     files = _files(
-        java=java, into=into is not None, journal=journal, dumps=[d.file for d in plan.dumps]
+        java=java,
+        into=into is not None,
+        journal=journal,
+        dumps=[*(d.file for d in plan.dumps), *plan.files],
     )
     title = f"{spec.title} (simulated, seed {seed}, scale {scale})"
     doc = truth.document(
@@ -169,6 +176,7 @@ def write_pack(
             dumps=plan.dumps,
             zone=spec.zone,
             journal=journal,
+            sections=plan.sections,
         ),
         encoding="utf-8",
         newline="\n",
@@ -194,7 +202,8 @@ def _prepare(out: Path) -> Path:
             )
         for name in PACK_FILES:
             (out / name).unlink(missing_ok=True)
-        shutil.rmtree(out / "threads", ignore_errors=True)
+        for evidence in ("threads", "histograms"):
+            shutil.rmtree(out / evidence, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     return out
 
@@ -221,6 +230,7 @@ def manifest_text(
     dumps: Sequence[Dump] = (),
     zone: str = "UTC",
     journal: bool = True,
+    sections: Sequence[str] = (),
 ) -> str:
     """The pack's ``evidence.toml``: relative paths; a database only as ``env:``; no
     ``[journal]`` when ``journal`` is false (no tool wrote to it).
@@ -228,7 +238,8 @@ def manifest_text(
     ``naive_sql`` says the database stores the kit's timestamps without an offset (SQLite,
     MySQL): they are UTC, which the manifest states with ``naive_timestamps = "utc"``. ``zone``
     is the JVM's: thread dump headers carry its wall clock without an offset, so ``[threads]``
-    says ``timezone`` (``naive_timestamps = "utc"`` for a UTC host).
+    says ``timezone`` (``naive_timestamps = "utc"`` for a UTC host). ``sections`` are a
+    scenario's own manifest lines (``[histograms]``), written after the others.
     """
     database = [f'url = "env:{URL_ENV}"'] + (['naive_timestamps = "utc"'] if naive_sql else [])
     if into:
@@ -261,6 +272,8 @@ def manifest_text(
         names = ", ".join(_q(d.file) for d in dumps)
         lines += ["", "[threads]", f"paths = [{names}]", 'format = "jcmd"']
         lines.append('naive_timestamps = "utc"' if zone == "UTC" else f"timezone = {_q(zone)}")
+    if sections:
+        lines += ["", *sections]
     return "\n".join([*lines, *profile_lines()]) + "\n"
 
 

@@ -22,6 +22,7 @@ PACKS: tuple[tuple[str, str, str], ...] = (
     ("runaway", "runaway", "adk-java"),
     ("vanished_state", "vanished_state", "adk-java"),
     ("crash_recovery", "crash_recovery", "adk-java"),
+    ("slow_death", "slow_death", "adk-java"),
     ("crash_recovery-adk-python", "crash_recovery", "adk-python"),
     ("vanished_state-adk-python", "vanished_state", "adk-python"),
 )

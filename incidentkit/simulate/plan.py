@@ -27,6 +27,10 @@ class Plan:
     expected: Callable[[World, str], dict[str, Any]]
     dumps: list[Dump] = field(default_factory=list)
     as_of: int | None = None
+    files: dict[str, str] = field(default_factory=dict)
+    """More evidence files (path relative to the pack → text), written as they are."""
+    sections: list[str] = field(default_factory=list)
+    """The manifest lines that name ``files`` (a ``[histograms]`` section ...)."""
 
 
 @dataclass(frozen=True)

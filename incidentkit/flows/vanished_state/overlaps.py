@@ -21,9 +21,13 @@ FIX = (
 
 
 def invocation_ranges(events: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """Each invocation's time range, from its events (first → last) and its ledger runs
-    (earliest start → latest update), joined: the earlier start and the later end win.
-    ``source`` says which evidence gave them (``events``, ``ledger`` or ``events+ledger``)."""
+    """Each invocation's time range: from its first event (else its ledger run's start) to
+    the later of its last event and its ledger run's last update. ``source`` says which
+    evidence gave them (``events``, ``ledger`` or ``events+ledger``).
+
+    A ledger run that paused for a long-running tool and resumed carries the resumed
+    invocation's id but the first one's start, so its start stands in only for an invocation
+    that stored no event (one a session service rejected, say)."""
     logged = (
         events.dropna(subset=["invocation_id", "ts"])
         .groupby(["session_id", "invocation_id"], sort=False)["ts"]
@@ -35,7 +39,7 @@ def invocation_ranges(events: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
         .agg(min_l=("started_at", "min"), max_l=("updated_at", "max"))
     )
     joined = logged.join(ledger, how="outer")
-    start = joined[["min_e", "min_l"]].min(axis=1)
+    start = joined["min_e"].fillna(joined["min_l"])
     end = joined[["max_e", "max_l"]].max(axis=1)
     has_e, has_l = joined["min_e"].notna(), joined["min_l"].notna()
     source = np.where(has_e & has_l, "events+ledger", np.where(has_e, "events", "ledger"))

@@ -10,6 +10,7 @@ from incidentkit.simulate.scenarios import (
     healthy,
     latency_cliff,
     runaway,
+    slow_death,
     vanished_state,
 )
 
@@ -21,5 +22,6 @@ SCENARIOS: Mapping[str, Spec] = {
         runaway.SPEC,
         vanished_state.SPEC,
         crash_recovery.SPEC,
+        slow_death.SPEC,
     )
 }

@@ -167,7 +167,17 @@ def build(world: World, scale: int) -> Plan:
         keys = _keys(core, python=events_format == "adk-python")
         return {"session_id": s.id, "app_name": s.app, "user_id": s.user, "keys": keys}
 
-    return Plan(core=core, background=background, expected=expected, as_of=WINDOW[1])
+    return Plan(
+        core=core,
+        background=background,
+        expected=expected,
+        as_of=WINDOW[1],
+        sections=[
+            "[apps.shop]",  # each of the shop's agents may give a run's final answer
+            'terminal_agent = ["shop_assistant", "cart_agent", "checkout_agent"]',
+            "key_templates = {}",
+        ],
+    )
 
 
 PYTHON = {

@@ -240,7 +240,7 @@ def test_overlapping_invocations_writing_a_key_raced_and_the_later_write_won() -
     assert shown["written_by"]["event_id"] == won and shown["raced_with"]["event_id"] == lost
     [pair] = report.overlaps.to_dict("records")
     assert (pair["invocation_a"], pair["invocation_b"]) == ("i-1", "i-2")
-    assert (pair["a_start"], pair["b_end"]) == (at(60), at(63))
+    assert (pair["a_start"], pair["b_end"]) == (at(61), at(63))  # first event, last update
 
 
 def test_overlapping_invocations_writing_the_same_value_lost_nothing() -> None:
@@ -371,7 +371,8 @@ def test_invocation_ranges_join_the_events_and_the_ledger() -> None:
     log.run("i-3", 30, 31)
     frames = log.frames()
     ranges = overlaps.invocation_ranges(frames.events, frames.runs).set_index("invocation_id")
-    assert (ranges.loc["i-1", "start"], ranges.loc["i-1", "end"]) == (at(4), at(9))
+    assert (ranges.loc["i-1", "start"], ranges.loc["i-1", "end"]) == (at(5), at(9))
+    assert ranges.loc["i-3", "start"] == at(30)  # no event: the ledger's start stands in
     assert ranges["source"].to_dict() == {"i-1": "events+ledger", "i-2": "events", "i-3": "ledger"}
 
 

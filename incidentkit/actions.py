@@ -1,0 +1,136 @@
+"""Action exports: the runs to act on after a crash, for whoever runs the recovery.
+
+``incidentkit actions OUT --kind REDRIVE`` reads the orphans flow's ``findings.json`` in OUT (a
+flow folder, or a ``run all`` folder holding ``orphans/findings.json``) and lists the runs whose
+``action_kind`` is the kind asked for, one row per run, ordered by run id:
+
+    app_name, run_id, session_id, invocation_id, action_kind, orphan_class, journal_verdict,
+    unanswered_calls, owner, attempts, lease_until, action, reason, proof
+
+``proof`` names the findings row (``orphans/findings.json → orphans/tool-unanswered, row 2``);
+a PARK row adds ``dead_letter``, the record to copy to the dead-letter queue. CSV has a header
+and writes a list as its items joined by ``;`` and an object as JSON; JSON is a list of objects.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from incidentkit.errors import ParameterError
+from incidentkit.postmortem import FlowFindings, collect_findings
+
+KINDS = ("ASK_DOWNSTREAM", "INVESTIGATE", "MARK_DONE", "MARK_PAUSED", "PARK", "REDRIVE", "REPLAY")
+"""The action kinds an export lists (``docs/orphans.md``, Actions)."""
+FORMATS = ("csv", "json")
+COLUMNS = (
+    "app_name",
+    "run_id",
+    "session_id",
+    "invocation_id",
+    "action_kind",
+    "orphan_class",
+    "journal_verdict",
+    "unanswered_calls",
+    "owner",
+    "attempts",
+    "lease_until",
+    "action",
+    "reason",
+    "proof",
+)
+
+
+def _orphans(out: Path) -> FlowFindings:
+    """The one orphans findings document in ``out``, or an error saying what is there."""
+    sources = collect_findings(out)
+    found = [ff for ff in sources if ff.flow == "orphans"]
+    if not found:
+        raise ParameterError(
+            "no orphans findings in OUT",
+            value=", ".join(f"{ff.rel} ({ff.flow})" for ff in sources),
+            fix="run the orphans flow first (incidentkit run orphans --evidence PATH --out OUT "
+            "-p app_name APP) and give its OUT",
+        )
+    if len(found) > 1:
+        raise ParameterError(
+            "several orphans findings in OUT",
+            value=[ff.rel for ff in found],
+            fix="give the folder of one of them",
+        )
+    orphans = found[0]
+    if orphans.failed is not None:
+        raise ParameterError(
+            f"the orphans run in {orphans.rel} stopped before its verdict",
+            value=orphans.failed.detail,
+            fix="fix what the message says and run the flow again; there is nothing to export",
+        )
+    return orphans
+
+
+def action_rows(orphans: FlowFindings, kind: str) -> list[dict[str, Any]]:
+    """The run rows of ``orphans`` whose ``action_kind`` is ``kind``, by run id."""
+    app = orphans.findings.evidence.parameters.get("app_name")
+    rows: dict[str, dict[str, Any]] = {}
+    dead_letters = {
+        str(row.get("run_id")): row.get("dead_letter")
+        for row in orphans.rows("orphans/crash-loops")
+    }
+    for item in orphans.findings.items:
+        run_rows = [row for row in item.rows if "action_kind" in row and "run_id" in row]
+        if run_rows and (item.count or 0) > len(item.rows):
+            raise ParameterError(
+                f"{orphans.rel} keeps only {len(item.rows)} of the {item.count} rows of {item.id}",
+                value=item.id,
+                fix="an export would miss runs: export from the flow's report in the notebook "
+                "(orphans.action_table) instead",
+            )
+        for n, row in enumerate(item.rows, 1):
+            if row.get("action_kind") != kind or row.get("run_id") is None:
+                continue
+            record = {c: row.get(c) for c in COLUMNS}
+            record["app_name"] = app
+            record["proof"] = f"{orphans.rel} → {item.id}, row {n}"
+            if kind == "PARK":
+                record["dead_letter"] = dead_letters.get(str(row["run_id"]))
+            rows.setdefault(str(row["run_id"]), record)  # a run is in one class item
+    return [rows[run_id] for run_id in sorted(rows)]
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return ";".join(_cell(v) for v in value)
+    if isinstance(value, Mapping):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return str(value)
+
+
+def to_csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([_cell(row.get(c)) for c in columns] for row in rows)
+    return buffer.getvalue()
+
+
+def actions_command(out: Path, *, kind: str, fmt: str) -> str:
+    """The runs of the orphans findings in ``out`` to act on with ``kind``, as csv or json."""
+    wanted = kind.strip().upper().replace("-", "_")
+    if wanted not in KINDS:
+        raise ParameterError(
+            "unknown action kind", value=kind, fix=f"use one of {', '.join(KINDS)}"
+        )
+    if fmt not in FORMATS:
+        raise ParameterError(
+            "unknown actions format", value=fmt, fix=f"use one of {', '.join(FORMATS)}"
+        )
+    rows = action_rows(_orphans(Path(out)), wanted)
+    if fmt == "json":
+        return json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
+    return to_csv(rows, [*COLUMNS, "dead_letter"] if wanted == "PARK" else COLUMNS)

@@ -1,0 +1,407 @@
+"""``incidentkit run all``: every flow the evidence supports, in parallel, with an index.
+
+Each flow runs as ``incidentkit run <flow>`` would, into ``OUT/<flow>/``. ``OUT/summary.json``
+(:data:`SUMMARY_SCHEMA`) and ``OUT/index.html`` say what each found and which flows were skipped
+and why. A flow whose notebook declares ``summary_path`` runs after the others and is given
+``OUT/summary.json`` with their results. ``docs/scheduling.md`` describes the files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import os
+import threading
+import time
+from collections.abc import Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from incidentkit.errors import EXIT_INCOMPLETE, IncidentkitError, ParameterError
+from incidentkit.findings import Finding, Findings, generator, iso_text
+from incidentkit.flows import FLOWS, Flow
+from incidentkit.manifest import Window, did_you_mean, find_manifest, load_manifest
+from incidentkit.runner import (
+    RUNNER_PARAMETERS,
+    check_sources,
+    coerce_parameters,
+    declared_parameters,
+    failed_findings,
+    run_flow,
+)
+from incidentkit.schedule import evidence_end, run_window, stale_finding
+
+SUMMARY_SCHEMA = "incidentkit.run-all/v1"
+SUMMARY_PARAMETER = "summary_path"
+"""A notebook parameter naming ``OUT/summary.json``: its flow runs after every other flow."""
+NEEDS_EVERY: Mapping[str, tuple[str, ...]] = {
+    "orphans": ("ledger",),
+    "vanished_state": ("events",),
+    "session": ("events",),
+}
+"""Flows that need each of these manifest sections; any other flow needs one of its own."""
+_SEVERITY_RANK = {"CRITICAL": 0, "WARNING": 1, "INFO": 2}
+
+
+@dataclass(frozen=True)
+class FlowOutcome:
+    """One flow's run: its exit code, verdict, files (relative to OUT) and top finding."""
+
+    flow: str
+    exit_code: int
+    verdict: str | None
+    files: Mapping[str, str | None]
+    parameters: Mapping[str, Any]
+    seconds: float
+    error: str | None = None
+    top_finding: Mapping[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "exit_code": self.exit_code,
+            "error": self.error,
+            "top_finding": None if self.top_finding is None else dict(self.top_finding),
+            **dict(self.files),
+            "parameters": dict(self.parameters),
+            "seconds": round(self.seconds, 2),
+        }
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """What ``run all`` did: the worst exit code, each flow's outcome, the skipped flows."""
+
+    exit_code: int
+    out: Path
+    outcomes: tuple[FlowOutcome, ...]
+    skipped: Mapping[str, str]
+    stale: Finding | None = None
+    summary: Mapping[str, Any] = field(default_factory=dict)
+
+
+def skip_reason(flow: Flow, sections: Collection[str], given: Mapping[str, Any]) -> str | None:
+    """Why ``flow`` cannot run on evidence with these manifest ``sections`` and ``-p`` values
+    (None when it can): a section it needs, else a required parameter not given."""
+    needed = NEEDS_EVERY.get(flow.name)
+    if needed is not None:
+        missing = [section for section in needed if section not in sections]
+        if missing:
+            return f"needs [{missing[0]}] in the manifest"
+    elif flow.sections and not any(section in sections for section in flow.sections):
+        return f"needs one of [{'], ['.join(flow.sections)}] in the manifest"
+    absent = [name for name in flow.required if not str(given.get(name) or "").strip()]
+    if absent:
+        return f"needs -p {absent[0]}"
+    return None
+
+
+def run_all(
+    evidence: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    parameters: Mapping[str, str] | None = None,
+    as_of: pd.Timestamp | None = None,
+    stale_after: pd.Timedelta | None = None,
+    timeout: int = 600,
+    show_code: bool = False,
+    jobs: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> BatchResult:
+    """Run every flow of :data:`FLOWS` the evidence supports into ``out/<flow>/``; write
+    ``out/summary.json`` and ``out/index.html``. ``parameters`` (``-p`` text) go to the flows
+    whose notebooks declare them; ``as_of`` (already resolved) to every flow declaring it."""
+    started = pd.Timestamp.now(tz="UTC")
+    root = Path(out)
+    if root.exists() and not root.is_dir():
+        raise ParameterError(
+            "--out names a file, not a folder",
+            value=str(root),
+            fix="give a folder for the flows' reports, summary.json and index.html",
+        )
+    raw = dict(parameters or {})
+    manifest_path = find_manifest(evidence).resolve()
+    manifest = load_manifest(manifest_path)
+    check_sources(manifest_path, os.environ if environ is None else environ)
+    declared = {name: declared_parameters(name) for name in FLOWS}
+    _check_names(raw, declared)
+    if as_of is not None:
+        raw["as_of"] = iso_text(as_of)
+    root.mkdir(parents=True, exist_ok=True)
+    skipped: dict[str, str] = {}
+    runnable: list[str] = []
+    for name, flow in FLOWS.items():
+        reason = skip_reason(flow, manifest.sources, raw)
+        if reason is None:
+            runnable.append(name)
+        else:
+            skipped[name] = reason
+    stale = None
+    if as_of is not None:
+        end, frame = evidence_end(manifest, as_of, environ=environ)
+        window = run_window(manifest, as_of)
+        stale = stale_finding(as_of, end, frame, window=window, stale_after=stale_after)
+    extra = () if stale is None else (stale,)
+
+    def one(name: str) -> FlowOutcome:
+        given = {k: v for k, v in raw.items() if k in declared[name]}
+        if SUMMARY_PARAMETER in declared[name]:
+            given[SUMMARY_PARAMETER] = str((root / "summary.json").resolve())
+        try:
+            return _run_one(name, manifest_path, root, given, timeout, show_code, environ, extra)
+        finally:
+            if threading.current_thread() is not threading.main_thread():
+                _close_thread_loop()
+
+    first = [name for name in runnable if SUMMARY_PARAMETER not in declared[name]]
+    last = [name for name in runnable if SUMMARY_PARAMETER in declared[name]]
+    workers = max(1, min(jobs or os.cpu_count() or 1, len(first) or 1))
+    context = {
+        "evidence": str(manifest_path),
+        "title": manifest.title,
+        "as_of": None if as_of is None else iso_text(as_of),
+        "window": _window_text(run_window(manifest, as_of), as_of),
+        "parameters": dict(parameters or {}),
+        "started_at": iso_text(started),
+        "stale": None if stale is None else _finding_dict(stale),
+    }
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="incidentkit-flow") as pool:
+        outcomes = list(pool.map(one, first))
+    if last:  # they read the others' results
+        write_summary(root, _summary(context, outcomes, skipped, pending=last))
+        outcomes += [one(name) for name in last]
+    summary = _summary(context, outcomes, skipped, pending=[])
+    write_summary(root, summary)
+    write_index(root, summary)
+    return BatchResult(summary["exit_code"], root, tuple(outcomes), skipped, stale, summary)
+
+
+def _close_thread_loop() -> None:
+    """Close the event loop jupyter_client's synchronous calls left in this worker thread (it
+    would otherwise be collected unclosed, with its sockets, after the thread ends)."""
+    policy = asyncio.get_event_loop_policy()
+    try:
+        loop = policy.get_event_loop()
+    except RuntimeError:  # none was set in this thread
+        return
+    if not loop.is_running():
+        loop.close()
+    policy.set_event_loop(None)
+
+
+def _check_names(raw: Mapping[str, str], declared: Mapping[str, Mapping[str, Any]]) -> None:
+    """A ``-p`` no flow declares, or one the runner sets, is a usage error before any run."""
+    known = {name for params in declared.values() for name in params}
+    for name, text in raw.items():
+        if name in RUNNER_PARAMETERS or name == SUMMARY_PARAMETER:
+            raise ParameterError(
+                f"-p {name} is set by the runner",
+                value=text,
+                fix=RUNNER_PARAMETERS.get(name, "run all gives it OUT/summary.json"),
+            )
+        if name not in known:
+            raise ParameterError(
+                "no flow has the parameter",
+                value=name,
+                fix=f"{did_you_mean([name], known)}the flows' parameters are "
+                f"{', '.join(sorted(known - set(RUNNER_PARAMETERS)))}",
+            )
+
+
+def _run_one(
+    name: str,
+    manifest: Path,
+    root: Path,
+    given: Mapping[str, str],
+    timeout: int,
+    show_code: bool,
+    environ: Mapping[str, str] | None,
+    extra: Sequence[Finding],
+) -> FlowOutcome:
+    """One flow into ``root/<name>/``; a refusal or failure is an outcome, never a crash."""
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    clock = time.monotonic()
+    try:
+        params = coerce_parameters(name, given)
+        result = run_flow(
+            name,
+            manifest,
+            folder,
+            parameters=params,
+            timeout=timeout,
+            show_code=show_code,
+            progress=False,
+            environ=environ,
+            extra_items=extra,
+        )
+        code, verdict, error = result.exit_code, result.verdict, result.error
+    except IncidentkitError as err:  # refused before the notebook, or its artifacts rejected
+        code, verdict, error = err.exit_code, "INCOMPLETE_EVIDENCE", f"{type(err).__name__}: {err}"
+        failed_findings(name, error, given).write(folder / "findings.json")
+    except Exception as err:  # noqa: BLE001 - one flow's bug must not lose the others' reports
+        code, verdict, error = 4, "INCOMPLETE_EVIDENCE", f"{type(err).__name__}: {err}"
+        failed_findings(name, error, given).write(folder / "findings.json")
+    files = {
+        kind: f"{name}/{file}" if (folder / file).is_file() else None
+        for kind, file in (
+            ("report", f"{name}.html"),
+            ("findings", "findings.json"),
+            ("notebook", f"{name}.ipynb"),
+        )
+    }
+    return FlowOutcome(
+        name,
+        code,
+        verdict,
+        files,
+        dict(given),
+        time.monotonic() - clock,
+        error,
+        _top_finding(folder / "findings.json"),
+    )
+
+
+def _top_finding(path: Path) -> dict[str, Any] | None:
+    """The most severe item of a findings.json (the first of equals), as id, severity, title."""
+    try:
+        items = Findings.read(path).items
+    except (OSError, IncidentkitError):
+        return None
+    if not items:
+        return None
+    top = min(items, key=lambda item: _SEVERITY_RANK[item.severity.value])
+    return _finding_dict(top)
+
+
+def _finding_dict(item: Finding) -> dict[str, Any]:
+    return {"id": item.id, "severity": item.severity.value, "title": item.title}
+
+
+def _window_text(window: Window | None, as_of: pd.Timestamp | None) -> list[str] | None:
+    """The window read, cut at as_of as the flows' findings show it."""
+    if window is None:
+        return None
+    end = window.end if as_of is None else min(window.end, as_of)
+    return [iso_text(window.start), iso_text(end)]
+
+
+def _summary(
+    context: Mapping[str, Any],
+    outcomes: Sequence[FlowOutcome],
+    skipped: Mapping[str, str],
+    *,
+    pending: Sequence[str],
+) -> dict[str, Any]:
+    ran = [o.exit_code for o in outcomes]
+    code = max(ran) if ran or pending else EXIT_INCOMPLETE  # nothing ran: no verdict to trust
+    return {
+        "schema": SUMMARY_SCHEMA,
+        "generated_by": generator(),
+        **context,
+        "finished_at": None if pending else iso_text(pd.Timestamp.now(tz="UTC")),
+        "exit_code": code,
+        "flows": {o.flow: o.to_dict() for o in outcomes},
+        "pending": list(pending),
+        "skipped": dict(skipped),
+    }
+
+
+def write_summary(root: Path, summary: Mapping[str, Any]) -> Path:
+    """``root/summary.json``, replaced atomically (a reader never sees half a document)."""
+    target = root / "summary.json"
+    temporary = root / f".summary.json.{os.getpid()}"
+    temporary.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    os.replace(temporary, target)
+    return target
+
+
+def refused_summary(root: Path, error: IncidentkitError, parameters: Mapping[str, str]) -> Path:
+    """The summary.json of a ``run all`` refused before any flow ran (a bad manifest, a ``-p``
+    no flow has): a scheduler that parses it always finds one, never an earlier run's."""
+    return write_summary(
+        root,
+        {
+            "schema": SUMMARY_SCHEMA,
+            "generated_by": generator(),
+            "exit_code": error.exit_code,
+            "error": f"{type(error).__name__}: {error}",
+            "parameters": dict(parameters),
+            "flows": {},
+            "pending": [],
+            "skipped": {},
+        },
+    )
+
+
+_VERDICT_COLOUR = {
+    "CLEAN": "#1a7f37",
+    "ACTION_NEEDED": "#b35900",
+    "INCOMPLETE_EVIDENCE": "#a40e26",
+}
+
+
+def write_index(root: Path, summary: Mapping[str, Any]) -> Path:
+    """``root/index.html``: a plain standalone page, one row per flow with links."""
+    esc = html.escape
+    rows = []
+    for name, flow in summary["flows"].items():
+        top = flow["top_finding"]
+        links = " · ".join(
+            f'<a href="{esc(flow[kind])}">{label}</a>'
+            for kind, label in (("report", "report"), ("findings", "findings.json"))
+            if flow.get(kind)
+        )
+        verdict = flow["verdict"] or "—"
+        colour = _VERDICT_COLOUR.get(verdict, "#333")
+        detail = esc(top["title"]) if top else ""
+        if flow["error"]:
+            detail = f"{detail}<br><small>{esc(flow['error'])}</small>"
+        first = f'<a href="{esc(flow["report"])}">{esc(name)}</a>' if flow["report"] else esc(name)
+        rows.append(
+            f"<tr><td>{first}</td>"
+            f'<td style="color:{colour}"><b>{esc(verdict)}</b> (exit {flow["exit_code"]})</td>'
+            f"<td>{detail}</td><td>{links}</td></tr>"
+        )
+    skipped = "".join(
+        f"<li><b>{esc(name)}</b>: {esc(reason)}</li>" for name, reason in summary["skipped"].items()
+    )
+    stale = summary.get("stale")
+    banner = (
+        f'<p class="warn"><b>{esc(stale["id"])}</b>: {esc(stale["title"])}</p>' if stale else ""
+    )
+    window = summary.get("window")
+    facts = [
+        ("evidence", summary.get("evidence")),
+        ("as of", summary.get("as_of") or "each flow: its window's end"),
+        ("window", " .. ".join(window) if window else "none (everything stored)"),
+        ("exit code", summary["exit_code"]),
+        ("generated", f"{summary.get('finished_at')} by {summary['generated_by']}"),
+    ]
+    title = esc(summary.get("title") or "incident")
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title} — every flow</title>
+<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto;padding:0 1em;color:#222}}
+table{{border-collapse:collapse;width:100%}}td,th{{border-bottom:1px solid #ddd;padding:.4em;
+text-align:left;vertical-align:top}}.warn{{background:#fff4e5;padding:.6em;border-left:4px solid
+#b35900}}dt{{font-weight:bold;float:left;width:7em}}dd{{margin-left:8em}}</style></head><body>
+<h1>{title}</h1>
+<dl>{"".join(f"<dt>{esc(k)}</dt><dd>{esc(str(v))}</dd>" for k, v in facts)}</dl>
+{banner}
+<h2>Flows</h2>
+<table><tr><th>flow</th><th>verdict</th><th>top finding</th><th>files</th></tr>
+{"".join(rows) or '<tr><td colspan="4">no flow ran</td></tr>'}
+</table>
+<h2>Skipped</h2>
+{f"<ul>{skipped}</ul>" if skipped else "<p>none</p>"}
+<p><a href="summary.json">summary.json</a></p>
+</body></html>
+"""
+    target = root / "index.html"
+    target.write_text(page, encoding="utf-8")
+    return target

@@ -1,0 +1,108 @@
+"""``incidentkit demo``: every flow on every bundled incident, one ``run all`` per pack, and
+one page that links them.
+
+Each pack's parameters come from its own ``truth.json`` (the app it is about, the session of
+the vanished-state incident), as a user would read them off the incident ticket.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from incidentkit.errors import ParameterError
+
+PACKS = (
+    "crash_recovery",
+    "latency_cliff",
+    "runaway",
+    "vanished_state",
+    "slow_death",
+    "healthy",
+)
+"""The bundled incidents the demo runs, in the order the page lists them."""
+DEFAULT_APPS = {"crash_recovery": "invoicing", "healthy": "support"}
+"""The app of a pack whose truth names none (the crash's invoices; the healthy pack's busiest
+app)."""
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """One pack's ``run all``: where it went and its exit code."""
+
+    pack: str
+    folder: Path
+    exit_code: int
+    parameters: Mapping[str, str]
+
+
+def pack_parameters(pack: Path) -> dict[str, str]:
+    """The ``-p`` values a pack's incident names: its app and, for a one-session incident,
+    the session and its keys (read from the pack's ``truth.json``)."""
+    truth = json.loads((pack / "truth.json").read_text(encoding="utf-8"))
+    expected: Mapping[str, Any] = truth.get("expected") or {}
+    found: dict[str, str] = {}
+    if isinstance(expected.get("app_name"), str):
+        found["app_name"] = expected["app_name"]
+    elif pack.name in DEFAULT_APPS:
+        found["app_name"] = DEFAULT_APPS[pack.name]
+    if isinstance(expected.get("session_id"), str):
+        found["session_id"] = expected["session_id"]
+        keys = [k["key"] for k in expected.get("keys", []) if isinstance(k, Mapping)]
+        if keys:
+            found["keys"] = json.dumps(keys)
+    return found
+
+
+def run_demo(
+    fixtures: str | os.PathLike[str], out: str | os.PathLike[str], *, jobs: int | None = None
+) -> tuple[Path, list[DemoRun]]:
+    """Run every flow on every pack of :data:`PACKS` under ``fixtures`` into
+    ``out/<pack>/``; write ``out/index.html``. Returns the page and each pack's run."""
+    from incidentkit.batch import run_all
+
+    root, base = Path(out), Path(fixtures)
+    missing = [pack for pack in PACKS if not (base / pack / "evidence.toml").is_file()]
+    if missing:
+        raise ParameterError(
+            "the bundled incidents are not where the demo looks",
+            value=f"{base} (missing: {', '.join(missing)})",
+            fix="run it from a checkout of incidentkit (it reads fixtures/), or give "
+            "--fixtures PATH",
+        )
+    runs = []
+    for pack in PACKS:
+        parameters = pack_parameters(base / pack)
+        result = run_all(base / pack, root / pack, parameters=parameters, jobs=jobs)
+        runs.append(DemoRun(pack, result.out, result.exit_code, parameters))
+    return write_demo_index(root, runs), runs
+
+
+def write_demo_index(root: Path, runs: list[DemoRun]) -> Path:
+    """One page linking each pack's ``index.html`` with its worst verdict."""
+    words = {0: "CLEAN", 1: "ACTION_NEEDED", 2: "INCOMPLETE_EVIDENCE"}
+    rows = "\n".join(
+        f'<tr><td><a href="{html.escape(run.pack)}/index.html">{html.escape(run.pack)}</a></td>'
+        f"<td>{words.get(run.exit_code, f'exit {run.exit_code}')}</td>"
+        f"<td>{html.escape(', '.join(f'{k}={v}' for k, v in run.parameters.items()))}</td></tr>"
+        for run in runs
+    )
+    page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>incidentkit demo</title>
+<style>body{{font-family:sans-serif;margin:2em;max-width:70em}}
+td,th{{padding:.3em .8em;text-align:left;border-bottom:1px solid #ddd}}</style></head>
+<body><h1>incidentkit demo: every flow on every bundled incident</h1>
+<p>Each incident links to its own page: every flow's verdict, top finding and report.</p>
+<table><tr><th>incident</th><th>worst verdict</th><th>parameters</th></tr>
+{rows}
+</table></body></html>
+"""
+    path = root / "index.html"
+    root.mkdir(parents=True, exist_ok=True)
+    path.write_text(page, encoding="utf-8")
+    return path

@@ -1,0 +1,37 @@
+"""The overview flow: the triage card (seed 003, "start from the symptom"), every flow's cheap
+check on every app of the incident, ordered by the reported symptom; and slow death, the
+classes that grow between heap histograms.
+
+- ``card``: the checks, :data:`SYMPTOMS` (what each symptom opens first), :func:`triage_card`;
+- ``growth``: :func:`growing_classes` between ``jcmd GC.class_histogram`` dumps;
+- ``triage``: :func:`triage_overview` and :class:`OverviewReport`; ``findings``; ``steps``.
+"""
+
+from incidentkit.flows.overview.card import CHECKS, SEVERITY_RANK, SYMPTOMS, Profile, triage_card
+from incidentkit.flows.overview.findings import overview_findings
+from incidentkit.flows.overview.steps import (
+    SECTIONS,
+    findings,
+    first_evidence,
+    setup,
+    table,
+    triage,
+)
+from incidentkit.flows.overview.triage import OverviewReport, triage_overview
+
+__all__ = [
+    "CHECKS",
+    "SECTIONS",
+    "SEVERITY_RANK",
+    "SYMPTOMS",
+    "OverviewReport",
+    "Profile",
+    "findings",
+    "first_evidence",
+    "overview_findings",
+    "setup",
+    "table",
+    "triage",
+    "triage_card",
+    "triage_overview",
+]

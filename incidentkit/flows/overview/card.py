@@ -1,0 +1,311 @@
+"""The triage card (seed 003: let the reported symptom choose the first evidence source): the
+cheap check of every flow on one app's frames, each a line with its count, its severity and
+the flow to open next, ordered by the symptom the user reports.
+
+Each check runs the flow's own pure core on frames loaded once (no notebook, no second read):
+a check whose evidence is missing is a line that says so, never an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from incidentkit.errors import IncidentkitError
+from incidentkit.flows.common import Frames
+
+LINE_COLUMNS = ["check", "severity", "count", "title", "flow", "evidence", "detail"]
+"""One row per check: what was checked, how urgent (``CRITICAL``, ``WARNING``, ``INFO``,
+``NOT_CHECKED``), how many rows it found, in words, the flow to open next and the evidence it
+reads first."""
+SEVERITY_RANK = {"CRITICAL": 0, "WARNING": 1, "INFO": 2, "NOT_CHECKED": 3}
+CHECKS = (
+    "open-past-timeout",
+    "latency-cliff",
+    "over-call-limit",
+    "orphans",
+    "quiet-errors",
+    "overlapping-invocations",
+    "growing-classes",
+)
+"""Every check, in the order the card lists them without a symptom (severity first)."""
+
+
+@dataclass(frozen=True)
+class Symptom:
+    """What a reported symptom opens first, and the order its card lists the checks in."""
+
+    first_evidence: str
+    order: tuple[str, ...]
+
+
+SYMPTOMS: Mapping[str, Symptom] = {
+    "spinner": Symptom(
+        "the diagnostics log (run.start lines with no run.end), then the last event of those "
+        "invocations in the event log, then two thread dumps a few seconds apart; not the "
+        "trace UI: a stuck request's span is never exported",
+        ("open-past-timeout", "latency-cliff", "orphans", "quiet-errors", "over-call-limit"),
+    ),
+    "slow": Symptom(
+        "the spans (invocation, call_llm and execute_tool durations) and the diagnostics log's "
+        "run.end ms, per minute: a change point says when it started",
+        ("latency-cliff", "open-past-timeout", "over-call-limit", "quiet-errors"),
+    ),
+    "cost": Symptom(
+        "the diagnostics log's run.end llmCalls and the model spans' token usage, per "
+        "invocation: a loop burns calls long before anything fails",
+        ("over-call-limit", "latency-cliff", "quiet-errors"),
+    ),
+    "forgot": Symptom(
+        "the event log: the session's dump and its state deltas (incidentkit session ID), "
+        "then its stored state",
+        ("overlapping-invocations", "quiet-errors", "orphans"),
+    ),
+    "crash": Symptom(
+        "the run ledger (RUNNING rows whose lease expired), then the event log's last events "
+        "and the side-effect journal of those runs",
+        ("orphans", "open-past-timeout", "growing-classes", "quiet-errors"),
+    ),
+    "errors": Symptom(
+        "the event log's error codes and the diagnostics log's model/tool/run.error and "
+        "rx.undeliverable lines: many errors never become exceptions",
+        ("quiet-errors", "open-past-timeout", "over-call-limit", "orphans"),
+    ),
+    "restarts": Symptom(
+        "two GC.class_histogram dumps an hour apart (which classes grow), then the ledger's "
+        "orphans each restart left",
+        ("growing-classes", "orphans", "open-past-timeout"),
+    ),
+}
+"""The seed's card: each symptom's first evidence and the checks it lists first."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The app's settings the checks need (from parameters, else ``[apps.<app>]``)."""
+
+    client_timeout_s: float = 60.0
+    max_llm_calls: int | None = None
+    loop_exit_keys: tuple[str, ...] = ()
+    terminal_agent: Any = None
+    """The orphan check needs it; without it that line is NOT_CHECKED."""
+    key_templates: Mapping[str, str] | None = None
+    attempts_cap: int = 3
+
+
+def _line(
+    check: str,
+    severity: str,
+    count: int,
+    title: str,
+    flow: str,
+    evidence: str,
+    detail: str = "",
+) -> dict[str, Any]:
+    return {
+        "check": check,
+        "severity": severity,
+        "count": count,
+        "title": title,
+        "flow": flow,
+        "evidence": evidence,
+        "detail": detail,
+    }
+
+
+def _not_checked(check: str, flow: str, evidence: str, why: str) -> dict[str, Any]:
+    return _line(check, "NOT_CHECKED", 0, f"not checked: {why}", flow, evidence)
+
+
+def _latency(frames: Frames, as_of: pd.Timestamp, profile: Profile) -> list[dict[str, Any]]:
+    from incidentkit.flows.latency_cliff.triage import triage_latency
+
+    flow, evidence = "latency_cliff", "diagnostics log, spans, ledger, event log, thread dumps"
+    report = triage_latency(frames, as_of=as_of, client_timeout_s=profile.client_timeout_s)
+    if report.source is None:
+        why = "no source times an invocation (no run.start, invocation span, run or event)"
+        return [
+            _not_checked("open-past-timeout", flow, evidence, why),
+            _not_checked("latency-cliff", flow, evidence, why),
+        ]
+    opened = len(report.open)
+    tools = report.open["tool"].dropna().value_counts() if "tool" in report.open else None
+    waiting = f", most waiting on {tools.index[0]}" if tools is not None and len(tools) else ""
+    open_line = _line(
+        "open-past-timeout",
+        "CRITICAL" if opened else "INFO",
+        opened,
+        f"{opened} invocation(s) open past the {profile.client_timeout_s:g} s client timeout"
+        + waiting,
+        flow,
+        f"{report.open_source or report.source}",
+    )
+    if report.has_cliff:
+        row = report.cliff.iloc[0]
+        cliff = _line(
+            "latency-cliff",
+            "WARNING",
+            report.run_starts_since_cliff,
+            f"latency fell off a cliff at {pd.Timestamp(row['at']):%H:%M} UTC: p95 "
+            f"{row['p95_before_ms'] / 1000:.3g} s → {row['p95_after_ms'] / 1000:.3g} s",
+            flow,
+            report.source,
+        )
+    else:
+        cliff = _line("latency-cliff", "INFO", 0, "no latency change point", flow, report.source)
+    return [open_line, cliff]
+
+
+def _runaway(frames: Frames, as_of: pd.Timestamp, profile: Profile) -> dict[str, Any]:
+    from incidentkit.flows.runaway.triage import triage_runaway
+
+    flow = "runaway"
+    report = triage_runaway(
+        frames,
+        as_of=as_of,
+        max_llm_calls=profile.max_llm_calls,
+        loop_exit_keys=profile.loop_exit_keys,
+    )
+    if report.source is None:
+        return _not_checked(
+            "over-call-limit", flow, "diagnostics log, spans, event log", "no model call counted"
+        )
+    hits, recommended = len(report.hits), report.recommended
+    calls = report.counted["model_calls"]
+    over = int(calls.gt(recommended).sum()) if recommended is not None else 0
+    limit = f"maxLlmCalls {report.configured} ({report.configured_from})"
+    if hits:
+        title = f"{hits} invocation(s) hit {limit}; {over} over the recommended {recommended}"
+    elif over:
+        title = f"{over} invocation(s) over the recommended {recommended} model calls ({limit})"
+    else:
+        title = f"model calls per invocation within the recommended {recommended} ({limit})"
+    severity = "CRITICAL" if hits else ("WARNING" if over else "INFO")
+    return _line("over-call-limit", severity, hits + over, title, flow, report.source)
+
+
+def _orphans(frames: Frames, as_of: pd.Timestamp, profile: Profile) -> dict[str, Any]:
+    from incidentkit.flows.orphans.triage import classify_orphans
+
+    flow, evidence = "orphans", "run ledger, event log, journal"
+    if frames.runs.empty:
+        return _not_checked("orphans", flow, evidence, "no ledger run of this app")
+    if not profile.terminal_agent:
+        return _not_checked("orphans", flow, evidence, "the app's profile names no terminal_agent")
+    report = classify_orphans(
+        frames.runs,
+        frames.events,
+        frames.calls,
+        frames.responses,
+        frames.journal,
+        as_of=as_of,
+        terminal_agent=profile.terminal_agent,
+        key_templates=profile.key_templates,
+        attempts_cap=profile.attempts_cap,
+    )
+    orphans, loops = len(report.orphans), len(report.crash_loops)
+    title = f"{orphans} orphaned run(s) at as_of" + (f", {loops} crash loop(s)" if loops else "")
+    severity = (
+        "CRITICAL" if loops or len(report.duplicate_effects) else ("WARNING" if orphans else "INFO")
+    )
+    return _line("orphans", severity, orphans, title, flow, "run ledger")
+
+
+def _errors(frames: Frames) -> dict[str, Any]:
+    from incidentkit.flows.session.errors import EVENT_KIND, quiet, vanishing_errors
+
+    flow = "session"
+    errors = vanishing_errors(frames.events, frames.diagnostics, frames.calls, frames.runs)
+    silent = quiet(errors)
+    coded = int(silent["kind"].eq(EVENT_KIND).sum())
+    lost = int(silent["kind"].eq("rx.undeliverable").sum())
+    logged = len(errors) - len(silent)
+    title = (
+        f"{coded} event(s) with an error code on runs that did not fail, {lost} undeliverable "
+        f"error(s), {logged} logged model/tool/run error(s)"
+    )
+    severity = "WARNING" if len(silent) else ("INFO" if not logged else "WARNING")
+    return _line("quiet-errors", severity, len(errors), title, flow, "event log, diagnostics log")
+
+
+def _overlaps(frames: Frames) -> dict[str, Any]:
+    from incidentkit.flows.vanished_state.overlaps import invocation_ranges, overlapping
+
+    flow = "vanished_state"
+    if frames.events.empty and frames.runs.empty:
+        return _not_checked(
+            "overlapping-invocations", flow, "event log, ledger", "no event and no ledger run"
+        )
+    pairs = overlapping(invocation_ranges(frames.events, frames.runs))
+    sessions = pairs["session_id"].nunique()
+    title = f"{len(pairs)} pair(s) of invocations overlapped on {sessions} session(s)"
+    if len(pairs):
+        title += f", e.g. session {pairs['session_id'].iloc[0]}"
+    severity = "WARNING" if len(pairs) else "INFO"
+    return _line("overlapping-invocations", severity, len(pairs), title, flow, "event log, ledger")
+
+
+def _growth(histograms: pd.DataFrame | None) -> dict[str, Any]:
+    flow, evidence = "overview", "GC.class_histogram dumps"
+    if histograms is None or histograms.empty:
+        return _not_checked("growing-classes", flow, evidence, "no class histograms")
+    from incidentkit.flows.overview.growth import growing_classes
+
+    growing = growing_classes(histograms)
+    if growing.empty:
+        return _line(
+            "growing-classes", "INFO", 0, "no class grows between the histograms", flow, evidence
+        )
+    top = growing.iloc[0]
+    named = growing.loc[growing["culprit"].notna()] if "culprit" in growing else growing.iloc[0:0]
+    title = f"{len(growing)} class(es) grow between the histograms"
+    if len(named):
+        first = named.iloc[0]
+        title += f": {first['class']} and its kin point at {first['culprit']}"
+    title += f"; most bytes: {top['class']} (+{int(top['bytes_growth']):,})"
+    return _line("growing-classes", "WARNING", len(growing), title, flow, evidence)
+
+
+CheckFn = Callable[[], list[dict[str, Any]]]
+
+
+def triage_card(
+    frames: Frames,
+    *,
+    as_of: pd.Timestamp,
+    profile: Profile,
+    histograms: pd.DataFrame | None = None,
+    symptom: str | None = None,
+) -> pd.DataFrame:
+    """The card (:data:`LINE_COLUMNS`), one line per check: the symptom's order when one is
+    given (its checks first), else by severity; a check that fails on odd evidence is a
+    NOT_CHECKED line naming the error, never an exception."""
+    steps: list[tuple[tuple[str, ...], str, CheckFn]] = [
+        (("open-past-timeout", "latency-cliff"), "latency_cliff",
+         lambda: _latency(frames, as_of, profile)),
+        (("over-call-limit",), "runaway", lambda: [_runaway(frames, as_of, profile)]),
+        (("orphans",), "orphans", lambda: [_orphans(frames, as_of, profile)]),
+        (("quiet-errors",), "session", lambda: [_errors(frames)]),
+        (("overlapping-invocations",), "vanished_state", lambda: [_overlaps(frames)]),
+        (("growing-classes",), "overview", lambda: [_growth(histograms)]),
+    ]  # fmt: skip
+    lines: list[dict[str, Any]] = []
+    for checks, flow, run in steps:
+        try:
+            lines += run()
+        except IncidentkitError as err:  # a check on odd evidence: say so, keep the card
+            lines += [_not_checked(c, flow, "", f"{type(err).__name__}: {err}") for c in checks]
+    card = pd.DataFrame(lines, columns=LINE_COLUMNS)
+    rank = card["severity"].map(SEVERITY_RANK)
+    position = card["check"].map({c: k for k, c in enumerate(CHECKS)})
+    if symptom:
+        first = {c: k for k, c in enumerate(SYMPTOMS[symptom].order)}
+        asked = card["check"].map(first).fillna(len(first))
+        keys = pd.DataFrame({"asked": asked, "rank": rank, "position": position})
+    else:
+        keys = pd.DataFrame({"rank": rank, "position": position})
+    order = keys.sort_values(list(keys.columns), kind="stable").index
+    return card.loc[order].reset_index(drop=True)

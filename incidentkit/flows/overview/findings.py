@@ -1,0 +1,108 @@
+"""The overview flow's findings: the triage card, a line per check, and the evidence the
+reported symptom opens first.
+
+Item ids and row fields are a contract (``docs/findings.md``); scripts read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from incidentkit.findings import (
+    ROW_LIMIT,
+    Finding,
+    Findings,
+    Provenance,
+    Severity,
+    iso_text,
+    rejects_item,
+    rows_of,
+    verdict_of,
+)
+from incidentkit.flows.overview.card import SYMPTOMS
+from incidentkit.flows.overview.triage import OverviewReport
+
+FLOW = "overview"
+CARD_ROW = ["check", "severity", "count", "title", "flow", "evidence", "link", "report_verdict"]
+
+
+def _card(report: OverviewReport, limit: int | None) -> Finding:
+    card = report.card
+    urgent = card.loc[card["severity"].isin(["CRITICAL", "WARNING"])]
+    if len(urgent):
+        top = urgent.iloc[0]
+        title = f"{len(urgent)} check(s) need a look; open the {top['flow']} flow first: "
+        title += str(top["title"])
+        severity = (
+            Severity.CRITICAL if (urgent["severity"] == "CRITICAL").any() else Severity.WARNING
+        )
+        flows = list(dict.fromkeys(urgent["flow"]))
+        action = (
+            "Open, in this order: "
+            + ", ".join(f"the {flow} flow (incidentkit run {flow})" for flow in flows)
+            + "."
+        )
+    else:
+        title = f"no check of the {len(card)} needs a look"
+        severity = Severity.INFO
+        action = "None; for a reported symptom the card's order says where to look anyway."
+    skipped = card.loc[card["severity"].eq("NOT_CHECKED"), "check"]
+    detail = "Each line is one flow's cheap check on the app's evidence. " + (
+        f"Not checked: {', '.join(skipped)} (see each line)." if len(skipped) else ""
+    )
+    return Finding(
+        f"{FLOW}/card", severity, title, detail.strip(), action,
+        rows_of(card, [c for c in (*CARD_ROW, "app") if c in card], limit=limit), len(card),
+    )  # fmt: skip
+
+
+def _symptom(report: OverviewReport) -> Finding | None:
+    if not report.symptom:
+        return None
+    first = SYMPTOMS[report.symptom].first_evidence
+    return Finding(
+        f"{FLOW}/first-evidence",
+        Severity.INFO,
+        f"for '{report.symptom}', open {first.split(',')[0]} first",
+        f"Seed 003: let the reported symptom choose the first evidence source. For "
+        f"'{report.symptom}': {first}.",
+        "Open that evidence first; the card lists the symptom's checks first.",
+        ({"symptom": report.symptom, "first_evidence": first},),
+    )
+
+
+def overview_findings(
+    report: OverviewReport,
+    *,
+    title: str | None = None,
+    window: tuple[Any, Any] | None = None,
+    rejects: pd.DataFrame | None = None,
+    row_limit: int | None = ROW_LIMIT,
+    parameters: Mapping[str, Any] | None = None,
+) -> Findings:
+    """The findings of the overview flow, from :func:`.triage.triage_overview`.
+
+    Verdict: INCOMPLETE_EVIDENCE when rows of the sources were rejected; else ACTION_NEEDED
+    when a line of the card is CRITICAL or WARNING; else CLEAN.
+    """
+    rejects = rejects if rejects is not None else pd.DataFrame()
+    items: list[Finding] = []
+    if len(rejects):
+        items.append(rejects_item(FLOW, rejects, limit=row_limit))
+    symptom = _symptom(report)
+    if symptom is not None:
+        items.append(symptom)
+    items.append(_card(report, row_limit))
+    counts = report.card["severity"].value_counts()
+    summary = {
+        "checks": len(report.card),
+        **{s.lower(): int(counts.get(s, 0)) for s in ("CRITICAL", "WARNING", "INFO")},
+        "not_checked": int(counts.get("NOT_CHECKED", 0)),
+        "rejects": len(rejects),
+    }
+    verdict = verdict_of(items, incomplete=len(rejects) > 0)
+    provenance = Provenance(title, window, iso_text(report.as_of), dict(parameters or {}))
+    return Findings(FLOW, verdict, summary, tuple(items), provenance)

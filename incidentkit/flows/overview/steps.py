@@ -1,0 +1,225 @@
+"""The overview flow's steps: what its notebook's cells call, one call per cell."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import pandas as pd
+
+from incidentkit.errors import ParameterError
+from incidentkit.evidence import Evidence
+from incidentkit.findings import Findings
+from incidentkit.flows import FLOWS
+from incidentkit.flows.common import (
+    Frames,
+    Settings,
+    findings_context,
+    frames_of,
+    ledger_apps,
+    logged_apps,
+    opened,
+    resolve_as_of,
+    up_to,
+)
+from incidentkit.flows.common import setting as profile_setting
+from incidentkit.flows.overview.card import SYMPTOMS, Profile
+from incidentkit.flows.overview.findings import overview_findings
+from incidentkit.flows.overview.triage import OverviewReport, read_summary, triage_overview
+from incidentkit.frames import FRAMES
+
+FLOW = "overview"
+SECTIONS = FLOWS[FLOW].sections
+READS = (
+    *("runs", "events", "calls", "responses", "state_writes", "journal"),
+    *("spans", "diagnostics", "threads"),
+)
+"""The frames the flow reads (once, for every app)."""
+
+
+def _symptom(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    text = str(value).strip().lower()
+    if text not in SYMPTOMS:
+        raise ParameterError(
+            "unknown symptom",
+            value=value,
+            fix=f"give one of {', '.join(SYMPTOMS)} (or none, to order the card by severity)",
+        )
+    return text
+
+
+def setup(
+    evidence: Evidence | str | os.PathLike[str],
+    *,
+    app_name: str = "",
+    as_of: Any = "",
+    symptom: str = "",
+) -> tuple[Evidence, Settings]:
+    """The incident up to ``as_of`` and the card's settings: the apps to check (the
+    parameter, else the manifest's ``app_name``, else every app the evidence names) and the
+    symptom."""
+    incident = opened(FLOW, evidence)
+    if app_name and app_name.strip():
+        apps, apps_from = [app_name.strip()], "parameter"
+    elif incident.filters.app_name:
+        apps, apps_from = [incident.filters.app_name], "manifest app_name"
+    else:
+        apps, apps_from = ledger_apps(incident), "every app of the ledger"
+        if not apps:
+            apps, where = logged_apps(incident)
+            apps_from = f"every app of {where}"
+    if incident.filters.window is None and not (isinstance(as_of, str) and as_of.strip()):
+        at, at_from = pd.Timestamp.now(tz="UTC").ceil("s"), "now (the manifest has no window)"
+    else:
+        at = resolve_as_of(as_of, incident)
+        at_from = "parameter" if isinstance(as_of, str) and as_of.strip() else "the window's end"
+    values = {"apps": apps, "as_of": at, "symptom": _symptom(symptom)}
+    sources = {
+        "app_name": apps_from,
+        "apps": apps_from,
+        "as_of": at_from,
+        "symptom": "parameter" if values["symptom"] else "none: by severity",
+    }
+    label = ", ".join(apps) if apps else "(none found)"
+    return up_to(incident, at), Settings(FLOW, label, values, sources)
+
+
+def profile_of(evidence: Evidence, app: str) -> Profile:
+    """The settings the checks need for ``app``, from its ``[apps.<app>]`` profile."""
+
+    def of(name: str, default: Any) -> Any:
+        return profile_setting(evidence, FLOW, app, name, None, default=default)[0]
+
+    return Profile(
+        client_timeout_s=float(of("client_timeout_s", 60)),
+        max_llm_calls=of("max_llm_calls", None),
+        loop_exit_keys=tuple(of("loop_exit_keys", [])),
+        terminal_agent=of("terminal_agent", None),
+        key_templates=of("key_templates", {}),
+        attempts_cap=int(of("attempts_cap", 3)),
+    )
+
+
+def for_app(frames: Frames, app: str) -> Frames:
+    """The rows of ``frames`` that belong to ``app``: by app name where a frame has one, else
+    by its sessions (calls, responses, state writes) or invocations (spans, journal)."""
+    runs = frames.runs.loc[frames.runs["app_name"].eq(app)]
+    events = frames.events.loc[frames.events["app_name"].eq(app)]
+    diagnostics = frames.diagnostics.loc[frames.diagnostics["app_name"].eq(app)]
+    sessions = pd.concat([events["session_id"], runs["session_id"]]).dropna().unique()
+    invocations = (
+        pd.concat([events["invocation_id"], runs["invocation_id"], diagnostics["invocation_id"]])
+        .dropna()
+        .unique()
+    )
+
+    def by_session(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame.loc[frame["session_id"].isin(sessions)]
+
+    spans = frames.spans
+    traces = spans.loc[spans["invocation_id"].isin(invocations), "trace_id"]
+    return Frames(
+        runs=runs,
+        events=events,
+        calls=by_session(frames.calls),
+        responses=by_session(frames.responses),
+        state_writes=by_session(frames.state_writes),
+        journal=frames.journal.loc[frames.journal["invocation_id"].isin(invocations)],
+        spans=spans.loc[spans["trace_id"].isin(traces)],
+        diagnostics=diagnostics,
+        threads=frames.threads,
+    )
+
+
+def triage(
+    evidence: Evidence, settings: Settings, *, summary_path: str | os.PathLike[str] = ""
+) -> OverviewReport:
+    """The card of every app: the frames read once and split by app; each line linked to
+    its flow's report when ``run all`` (which gives ``summary_path``) ran it first."""
+    everything = frames_of(evidence.narrowed(replace(evidence.filters, app_name=None)), READS)
+    histograms = (
+        evidence.frame("class_histograms")
+        if "class_histograms" in FRAMES and evidence.has("histograms")
+        else None
+    )
+    summary = read_summary(summary_path)
+    cards: list[pd.DataFrame] = []
+    report = None
+    for app in settings["apps"] or [""]:
+        report = triage_overview(
+            for_app(everything, app) if app else everything,
+            as_of=settings["as_of"],
+            profile=profile_of(evidence, app) if app else Profile(),
+            histograms=histograms,
+            symptom=settings["symptom"],
+            summary=summary,
+        )
+        card = report.card.assign(app=app or None)
+        if cards:  # the JVM's histograms are on the first app's card only
+            card = card.loc[card["check"].ne("growing-classes")]
+        cards.append(card)
+    assert report is not None
+    card = pd.concat(cards, ignore_index=True)
+    card.loc[card["check"].eq("growing-classes"), "app"] = None  # the JVM's, not an app's
+    return replace(report, card=_ordered(card, settings["symptom"]))
+
+
+def _ordered(card: pd.DataFrame, symptom: str | None) -> pd.DataFrame:
+    from incidentkit.flows.overview.card import CHECKS, SEVERITY_RANK
+
+    keys = pd.DataFrame(
+        {
+            "rank": card["severity"].map(SEVERITY_RANK),
+            "position": card["check"].map({c: k for k, c in enumerate(CHECKS)}),
+        }
+    )
+    if symptom:
+        first = {c: k for k, c in enumerate(SYMPTOMS[symptom].order)}
+        keys.insert(0, "asked", card["check"].map(first).fillna(len(first)))
+    order = keys.sort_values(list(keys.columns), kind="stable").index
+    return card.loc[order].reset_index(drop=True)
+
+
+def findings(report: OverviewReport, evidence: Evidence, settings: Settings) -> Findings:
+    """The flow's findings, with the incident's title, window, settings and rejects."""
+    return overview_findings(report, **findings_context(evidence, settings, SECTIONS))
+
+
+SHOWN: Mapping[str, tuple[str, ...]] = {
+    "card": (
+        *("severity", "app", "check", "title", "count", "flow", "evidence"),
+        *("report_verdict", "link"),
+    ),
+    "growing": (
+        *("class", "first_instances", "last_instances", "first_bytes", "last_bytes"),
+        *("bytes_growth", "culprit"),
+    ),
+}
+
+
+def table(report: OverviewReport, view: str) -> Any:
+    """The card (``"card"``) or the growing classes (``"growing"``) for people."""
+    from incidentkit.report import table as people_table
+
+    frame: pd.DataFrame = getattr(report, view)
+    shown = [c for c in SHOWN[view] if c in frame.columns]
+    return people_table(frame, shown)
+
+
+def first_evidence(report: OverviewReport) -> Any:
+    """What the reported symptom opens first, as Markdown."""
+    from incidentkit.report import MarkdownView
+
+    if not report.symptom:
+        return MarkdownView(
+            "No symptom given: the card is ordered by severity. Give one of "
+            + ", ".join(f"`{s}`" for s in SYMPTOMS)
+            + " to order it as the seed's card does."
+        )
+    return MarkdownView(
+        f"**{report.symptom}**: open {SYMPTOMS[report.symptom].first_evidence} first."
+    )

@@ -1,0 +1,46 @@
+"""Postmortem drafts from one incident's findings (``incidentkit postmortem OUT``).
+
+OUT is one flow's output folder (``OUT/findings.json``) or a ``run all`` folder
+(``OUT/<flow>/findings.json`` per flow, beside its ``summary.json``). :func:`postmortem_command`
+reads every findings document there and writes the standard sections: summary, impact,
+timeline (UTC), root cause and trigger, detection, resolution, action items (mitigate /
+prevent / process, owner ``_owner_``) and the evidence appendix.
+
+- Every number and time links to the rows that prove it:
+  ``([findings.json](findings.json) → `latency_cliff/cliff`, row 1)``, or a summary counter.
+- What only a person can write is a line starting with :data:`TODO` (``TODO(author):``).
+- The wording is blameless: systems and conditions, never a person.
+- The same findings give the same draft, byte for byte: no clock, no absolute path, every
+  derived set sorted.
+
+:func:`collect_findings` is the reader both this package and :mod:`incidentkit.actions` use.
+
+Modules, in the order of the data: ``collect`` (reading findings.json) → ``text`` (wording of
+values) and ``proof`` (pointers to rows) → one per section: ``impact``, ``timeline``,
+``causes``, ``detection``, ``action_items`` (with the resolution), ``appendix`` → ``render``
+(the Markdown draft, its HTML page, the command).
+"""
+
+from incidentkit.postmortem.action_items import ACTION_TYPES, OWNER
+from incidentkit.postmortem.collect import FlowFindings, collect_findings
+from incidentkit.postmortem.impact import MEASURES, Claim
+from incidentkit.postmortem.proof import Ref
+from incidentkit.postmortem.render import FORMATS, postmortem_command, postmortem_markdown, to_html
+from incidentkit.postmortem.text import TODO
+from incidentkit.postmortem.timeline import Moment
+
+__all__ = [
+    "ACTION_TYPES",
+    "FORMATS",
+    "MEASURES",
+    "OWNER",
+    "TODO",
+    "Claim",
+    "FlowFindings",
+    "Moment",
+    "Ref",
+    "collect_findings",
+    "postmortem_command",
+    "postmortem_markdown",
+    "to_html",
+]

@@ -1,0 +1,249 @@
+"""The Impact section: per flow, what was affected (runs, sessions, users, ...) with its proof."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from incidentkit.postmortem.collect import ORPHAN_ITEMS, FlowFindings
+from incidentkit.postmortem.proof import Ref, cite, counter, distinct, item_ref
+from incidentkit.postmortem.text import duration, ms, num, time
+
+MEASURES = ("runs", "sessions", "users", "invocations", "duration", "tokens")
+"""The measures every flow is asked for, in the order of the section."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One statement of the draft with its proof; ``missing``: an n/a and its reason."""
+
+    text: str
+    proof: tuple[Ref, ...] = ()
+    missing: bool = False
+
+    def line(self) -> str:
+        head = f"n/a — {self.text}" if self.missing else self.text
+        return f"{head} {cite(self.proof)}".rstrip()
+
+
+def _na(reason: str) -> Claim:
+    return Claim(reason, missing=True)
+
+
+def _no_column(ff: FlowFindings, what: str) -> Claim:
+    return _na(f"the {ff.flow} rows carry no {what}")
+
+
+def _no_tokens(ff: FlowFindings) -> Claim:
+    return _na(f"the {ff.flow} flow counts no tokens")
+
+
+def _count_claim(
+    ff: FlowFindings, item_ids: Sequence[str], column: str, what: str, note: str = ""
+) -> Claim:
+    values, pointers, cut = distinct(ff, item_ids, column)
+    bound = "≥ " if cut else ""
+    return Claim(f"{bound}{len(values)} {what}{note}", tuple(pointers))
+
+
+def _latency(ff: FlowFindings) -> dict[str, Claim]:
+    s, claims = ff.findings.summary, {}
+    cliff = ff.rows("latency_cliff/cliff")
+    opened = "latency_cliff/open-invocations"
+    timeout = ff.timeout
+    if cliff:
+        c = cliff[0]
+        claims["runs"] = Claim(
+            f"{num(s.get('run_starts_since_cliff', c.get('runs_after')))} runs started since "
+            f"the cliff, each slower: p50 {ms(c.get('p50_before_ms'))} → "
+            f"{ms(c.get('p50_after_ms'))}, p95 {ms(c.get('p95_before_ms'))} → "
+            f"{ms(c.get('p95_after_ms'))}; errors {c.get('errors_before')} before, "
+            f"{c.get('errors_after')} after",
+            (item_ref(ff, "latency_cliff/cliff"), counter(ff, "run_starts_since_cliff")),
+        )
+    else:
+        claims["runs"] = _na("no latency cliff in the window")
+    claims["invocations"] = Claim(
+        f"{num(s.get('open_invocations', 0))} invocations open past the "
+        f"{f'{timeout:g} s' if timeout else 'the'} client timeout: their users had given up, "
+        "each still held a thread",
+        (item_ref(ff, opened), counter(ff, "open_invocations")),
+    )
+    claims["sessions"] = _count_claim(ff, [opened], "session_id", "sessions of those invocations")
+    claims["users"] = _no_column(ff, "user id")
+    as_of = time(ff.findings.evidence.as_of)
+    at = time(cliff[0].get("at")) if cliff else None
+    if at is not None and as_of is not None:
+        still = ", invocations still open then" if s.get("open_invocations") else ""
+        claims["duration"] = Claim(
+            f"≥ {duration((as_of - at).total_seconds())}: from the cliff at {cliff[0]['at']} to "
+            f"as_of {ff.findings.evidence.as_of}{still}; the findings show no recovery",
+            (item_ref(ff, "latency_cliff/cliff"), Ref(ff.rel, key="evidence.as_of")),
+        )
+    claims["tokens"] = _no_tokens(ff)
+    if s.get("stuck_threads"):
+        claims["stuck threads"] = Claim(
+            f"{num(s['stuck_threads'])} threads unmoved in every thread dump",
+            (item_ref(ff, "latency_cliff/stuck-threads"), counter(ff, "stuck_threads")),
+        )
+    return claims
+
+
+def _orphans(ff: FlowFindings) -> dict[str, Claim]:
+    s, claims = ff.findings.summary, {}
+    present = [i for i in ORPHAN_ITEMS if ff.item(i)]
+    claims["runs"] = Claim(
+        f"{num(s.get('orphans', 0))} orphaned runs (a RUNNING ledger row whose lease ran out) "
+        f"of {num(s.get('runs', 0))} in the ledger",
+        (*(item_ref(ff, i) for i in present), counter(ff, "orphans")),
+    )
+    claims["sessions"] = _count_claim(ff, present, "session_id", "sessions of the orphaned runs")
+    none = sum(1 for i in present for row in ff.rows(i) if row.get("invocation_id") is None)
+    note = f" ({none} orphaned runs have none: no event of theirs is stored)" if none else ""
+    claims["invocations"] = _count_claim(
+        ff, present, "invocation_id", "invocations of the orphaned runs", note
+    )
+    claims["users"] = _na("the orphan run rows carry no user id")
+    claims["duration"] = _na(
+        "the orphans flow judges one moment (as_of); the timeline shows when the leases ran out"
+    )
+    claims["tokens"] = _no_tokens(ff)
+    dupes = ff.rows("orphans/duplicate-effects")
+    if dupes:
+        keys = ", ".join(f"{r.get('business_key')} ({r.get('effects')} effects)" for r in dupes)
+        claims["duplicate effects"] = Claim(
+            f"{len(dupes)} business keys effected more than once: {keys}",
+            (item_ref(ff, "orphans/duplicate-effects"),),
+        )
+    if ff.rows("orphans/crash-loops"):
+        claims["crash loops"] = Claim(
+            f"{num(s.get('crash_loops', 0))} runs at the attempts cap: each re-drive stopped "
+            "its worker again",
+            (item_ref(ff, "orphans/crash-loops"), counter(ff, "crash_loops")),
+        )
+    return claims
+
+
+def _runaway(ff: FlowFindings) -> dict[str, Claim]:
+    s, claims = ff.findings.summary, {}
+    flagged = [i for i in ("runaway/hit-limit", "runaway/loops") if ff.item(i)]
+    claims["invocations"] = Claim(
+        f"{num(s.get('flagged', 0))} invocations hit the model call limit or looped, of "
+        f"{num(s.get('invocations', 0))} in the window",
+        (*(item_ref(ff, i) for i in flagged), counter(ff, "flagged")),
+    )
+    runs = _count_claim(
+        ff, ["runaway/hit-limit"], "run_id", "runs", " (the limit hits' ledger rows)"
+    )
+    claims["runs"] = runs if runs.proof else _no_column(ff, "run id")
+    claims["sessions"] = _no_column(ff, "session id")
+    claims["users"] = _no_column(ff, "user id")
+    claims["duration"] = _no_column(ff, "times")
+    if "runaway_tokens" in s and s.get("tokens"):
+        share = s["runaway_tokens"] / s["tokens"]
+        costs = [float(r["cost"]) for r in ff.rows("runaway/cost") if r.get("cost") is not None]
+        cost = f"; cost {round(sum(costs), 2)}" if costs else ""
+        claims["tokens"] = Claim(
+            f"{num(s['runaway_tokens'])} by the flagged invocations, {share:.0%} of the app's "
+            f"{num(s['tokens'])} in the window{cost}",
+            (counter(ff, "runaway_tokens"), counter(ff, "tokens"), item_ref(ff, "runaway/cost")),
+        )
+    else:
+        claims["tokens"] = _na("the runaway findings count no tokens (no usage metadata)")
+    return claims
+
+
+def _state(ff: FlowFindings, overlaps: str, faults: str | None) -> dict[str, Claim]:
+    """The claims the vanished_state and session flows share: one session, its invocations."""
+    parameters, claims = ff.findings.evidence.parameters, {}
+    for measure, name, whose in (
+        ("sessions", "session_id", "the session the flow read"),
+        ("users", "user_id", "the session's user"),
+    ):
+        if parameters.get(name):
+            claims[measure] = Claim(
+                f"1 ({parameters[name]}, {whose})",
+                (Ref(ff.rel, key=f"evidence.parameters.{name}"),),
+            )
+    items = [i for i in (faults, overlaps) if i is not None and ff.item(i)]
+    values: set[str] = set()
+    pointers = []
+    for item_id in items:
+        numbers = []
+        for n, row in enumerate(ff.rows(item_id), 1):
+            got = {str(row.get(c)) for c in ("invocation_id", "invocation_a", "invocation_b")}
+            got -= {"None"}
+            if got and (item_id == overlaps or row.get("kind")):
+                values |= got
+                numbers.append(n)
+        if numbers:
+            pointers.append(Ref(ff.rel, item_id, tuple(numbers)))
+    what = "overlapping or failing" if faults else "overlapping"
+    claims["invocations"] = Claim(f"{len(values)} {what} invocations", tuple(pointers))
+    claims["runs"] = _no_column(ff, "run id")
+    claims["duration"] = _na(f"the {ff.flow} flow judges state, not a period")
+    claims["tokens"] = _no_tokens(ff)
+    return claims
+
+
+def _vanished(ff: FlowFindings) -> dict[str, Claim]:
+    claims = _state(ff, "vanished_state/overlapping-invocations", None)
+    rows = ff.rows("vanished_state/keys")
+    lost = [n for n, r in enumerate(rows, 1) if r.get("verdict") != "PRESENT"]
+    if rows:
+        names = ", ".join(f"{rows[n - 1].get('key')} ({rows[n - 1].get('verdict')})" for n in lost)
+        claims["state keys"] = Claim(
+            f"{len(lost)} of {len(rows)} keys did not stick" + (f": {names}" if names else ""),
+            (item_ref(ff, "vanished_state/keys", lost or None),),
+        )
+    return claims
+
+
+def _session(ff: FlowFindings) -> dict[str, Claim]:
+    claims = _state(ff, "session/overlapping-invocations", "session/errors")
+    s = ff.findings.summary
+    claims["errors"] = Claim(
+        f"{num(s.get('errors', 0))} errors, {num(s.get('quiet_errors', 0))} of them quiet (an "
+        f"error code on a run that did not fail), {num(s.get('undeliverable', 0))} undeliverable",
+        (counter(ff, "errors"), counter(ff, "quiet_errors"), item_ref(ff, "session/errors")),
+    )
+    return claims
+
+
+_IMPACT: Mapping[str, Callable[[FlowFindings], dict[str, Claim]]] = {
+    "latency_cliff": _latency,
+    "orphans": _orphans,
+    "runaway": _runaway,
+    "vanished_state": _vanished,
+    "session": _session,
+}
+
+
+def _claims(ff: FlowFindings) -> dict[str, Claim]:
+    """The flow's claims; every measure n/a for a failed run or a flow this draft cannot read."""
+    if ff.failed is None and ff.flow in _IMPACT:
+        return _IMPACT[ff.flow](ff)
+    reason = (
+        f"the {ff.flow} run stopped before its verdict"
+        if ff.failed is not None
+        else f"this draft reads no {ff.flow} findings"
+    )
+    return {m: _na(reason) for m in MEASURES}
+
+
+def impact(sources: Sequence[FlowFindings]) -> list[str]:
+    """The Impact section's lines: one per measure, a sub-line per flow when several say it."""
+    per_flow = [(ff, _claims(ff)) for ff in sources]
+    lines = []
+    extras = sorted({k for _, claims in per_flow for k in claims if k not in MEASURES})
+    for measure in (*MEASURES, *extras):
+        found = [(ff, c[measure]) for ff, c in per_flow if measure in c]
+        if not found:
+            continue
+        label = f"**{measure.capitalize()}{' affected' if measure in MEASURES[:4] else ''}**"
+        if len(found) == 1:
+            lines.append(f"- {label}: {found[0][1].line()}")
+        else:
+            lines.append(f"- {label}:")
+            lines += [f"  - {ff.flow}: {claim.line()}" for ff, claim in found]
+    return lines

@@ -1,0 +1,143 @@
+"""The Timeline section: the evidence window, as_of and every dated row, merged across flows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from incidentkit.postmortem.collect import ORPHAN_ITEMS, FlowFindings
+from incidentkit.postmortem.proof import Dated, Ref, cite, dated, item_ref
+from incidentkit.postmortem.text import TODO, md, ms, time
+
+
+@dataclass(frozen=True)
+class Moment:
+    """One line of the timeline: its time, what happened, its proof and the time as written."""
+
+    at: pd.Timestamp
+    text: str
+    proof: tuple[Ref, ...] = ()
+    raw: str = ""
+
+
+def _moments(ff: FlowFindings) -> list[Moment]:
+    evidence, found = ff.findings.evidence, []
+    if evidence.window is not None:
+        for edge, text in zip(evidence.window, ("opens", "closes"), strict=True):
+            stamp = time(edge)
+            if stamp is not None:
+                found.append(Moment(stamp, f"{ff.flow}: the evidence window {text}", (), edge))
+    stamp = time(evidence.as_of)
+    if stamp is not None and evidence.as_of is not None:
+        ref = Ref(ff.rel, key="evidence.as_of")
+        found.append(Moment(stamp, f"{ff.flow}: the flow judged at as_of", (ref,), evidence.as_of))
+    if ff.failed is None:
+        found += _row_moments(ff)
+    return found
+
+
+def _grouped(
+    ff: FlowFindings,
+    item_ids: Sequence[str],
+    column: str,
+    text: Callable[[dict[str, Any]], str],
+    *,
+    by: str | None = None,
+) -> list[Moment]:
+    """A moment per row of ``item_ids`` at ``column``; in a group (``by``, else all) of more
+    than three rows, only its first and its last."""
+    groups: dict[str, list[Dated]] = {}
+    for entry in dated(ff, item_ids, column):
+        groups.setdefault("" if by is None else str(entry[3].get(by)), []).append(entry)
+    moments = []
+    for entries in groups.values():
+        picked = [(e, "") for e in entries]
+        if len(entries) > 3:
+            picked = [(entries[0], f" (first of {len(entries)})")]
+            picked.append((entries[-1], f" (last of {len(entries)})"))
+        moments += [
+            Moment(stamp, text(row) + label, (item_ref(ff, item_id, [n]),), str(row[column]))
+            for (stamp, item_id, n, row), label in picked
+        ]
+    return moments
+
+
+def _row_moments(ff: FlowFindings) -> list[Moment]:
+    found: list[Moment] = []
+    if ff.flow == "latency_cliff":
+        found += _grouped(
+            ff,
+            ["latency_cliff/cliff"],
+            "at",
+            lambda r: (
+                f"latency cliff: p95 {ms(r.get('p95_before_ms'))} → "
+                f"{ms(r.get('p95_after_ms'))} (first bucket after the change point)"
+            ),
+        )
+        found += _grouped(
+            ff,
+            ["latency_cliff/open-invocations"],
+            "started_at",
+            lambda r: (
+                f"invocation {r.get('invocation_id')} starts; still open at as_of "
+                f"({r.get('open_for_s')} s), last event {r.get('last_event_kind')}"
+                + (f" on {r['tool']}" if r.get("tool") else "")
+            ),
+        )
+    elif ff.flow == "orphans":
+        found += _grouped(
+            ff,
+            ORPHAN_ITEMS,
+            "lease_until",
+            lambda r: (
+                f"the lease of orphaned run {r.get('run_id')} ({r.get('orphan_class')}) "
+                f"held by {r.get('owner')} runs out: that worker had stopped renewing it"
+            ),
+            by="owner",
+        )
+    elif ff.flow in ("vanished_state", "session"):
+        overlaps = f"{ff.flow}/overlapping-invocations"
+        found += _grouped(
+            ff,
+            [overlaps],
+            "b_start",
+            lambda r: (
+                f"invocation {r.get('invocation_b')} starts on session {r.get('session_id')} "
+                f"while {r.get('invocation_a')} runs ({r.get('a_start')} – {r.get('a_end')})"
+            ),
+        )
+        if ff.flow == "session":
+            found += _grouped(
+                ff,
+                ["session/errors"],
+                "ts",
+                lambda r: (
+                    f"error {r.get('kind')} {r.get('error_code') or ''} in invocation "
+                    f"{r.get('invocation_id')}".replace("  ", " ")
+                ),
+            )
+    return found
+
+
+def timeline(sources: Sequence[FlowFindings]) -> list[str]:
+    """The Timeline section's lines: a table by time, one row for what two flows saw."""
+    merged: dict[tuple[pd.Timestamp, str, str], list[Ref]] = {}
+    for moment in (m for ff in sources for m in _moments(ff)):
+        merged.setdefault((moment.at, moment.text, moment.raw), []).extend(moment.proof)
+    lines = ["| time (UTC) | what the evidence shows | proof |", "|---|---|---|"]
+    lines += [
+        f"| {raw} | {md(text)} | {cite(proof) or '—'} |"
+        for (_, text, raw), proof in sorted(merged.items(), key=lambda e: e[0])
+    ]
+    silent = [ff.flow for ff in sources if ff.flow == "runaway" and ff.failed is None]
+    if silent:
+        lines += ["", "The runaway findings carry no times (counts only)."]
+    return [
+        *lines,
+        "",
+        f"> {TODO} add what the evidence cannot show (deploys, dependency changes, pages, "
+        "the moment of detection, each mitigation and the recovery), with their times in UTC.",
+    ]

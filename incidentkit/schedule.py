@@ -1,0 +1,180 @@
+"""Scheduled runs: the run's as_of, stale evidence, output folders that never overwrite.
+
+``docs/scheduling.md`` shows the cron, systemd and Airflow set-ups these serve.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+
+from incidentkit.errors import ParameterError
+from incidentkit.findings import Finding, Severity, iso_text
+from incidentkit.manifest import Manifest, Window, parse_duration
+from incidentkit.times import utc_timestamp
+
+STAMP = "%Y-%m-%dT%H%M%SZ"
+"""The name of a ``--timestamped`` run's folder: its as_of (else its start) in UTC."""
+LATEST = "latest"
+STALE_ID = "run/stale-evidence"
+STALE_AFTER = pd.Timedelta(hours=1)
+"""How far as_of may lie past the evidence's end when the manifest has no window."""
+
+
+def now() -> pd.Timestamp:
+    """The current time in UTC, rounded up to the second (nothing stored so far is after it)."""
+    return pd.Timestamp.now(tz="UTC").ceil("s")
+
+
+def parse_as_of(text: str | None) -> pd.Timestamp | None:
+    """``--as-of``: ``now``, or a time with a UTC offset; None when not given."""
+    if text is None or not text.strip():
+        return None
+    if text.strip().lower() == "now":
+        return now()
+    return utc_timestamp(text.strip(), what="--as-of")
+
+
+def parse_stale_after(text: str | None) -> pd.Timedelta | None:
+    """``--stale-after``: a duration such as ``2h`` or ``30min``; None when not given."""
+    if text is None:
+        return None
+    length = parse_duration(text)
+    if length is None:
+        raise ParameterError(
+            "--stale-after must be a positive duration",
+            value=text,
+            fix="give e.g. --stale-after 2h (or 30min, 90s, 1d)",
+        )
+    return length
+
+
+def run_as_of(given: pd.Timestamp | None, manifest: Manifest) -> pd.Timestamp | None:
+    """The moment a run judges: the one given, else now when the manifest's window is
+    relative (``window = { last = "2h" }`` ends at the run's as_of), else None (each flow
+    takes its window's end)."""
+    if given is not None:
+        return given
+    window = manifest.filters.window
+    return now() if window is not None and window.last is not None else None
+
+
+def run_window(manifest: Manifest, as_of: pd.Timestamp | None) -> Window | None:
+    """The manifest's window as the run reads it: a relative one ends at ``as_of``."""
+    window = manifest.filters.window
+    return window if window is None or as_of is None else window.anchored(as_of)
+
+
+def evidence_end(
+    manifest: Manifest, as_of: pd.Timestamp | None, *, environ: Mapping[str, str] | None = None
+) -> tuple[pd.Timestamp | None, str | None]:
+    """The latest time in the evidence the run reads (its window) and the frame it is in;
+    (None, None) when no source holds a row there. Sources that cannot be read are left out
+    (the flows report them)."""
+    from incidentkit.coverage import measure
+    from incidentkit.evidence import Evidence
+
+    filters = replace(manifest.filters, window=run_window(manifest, as_of))
+    coverage = measure(Evidence(manifest, filters=filters, environ=environ))
+    ends = [(utc_timestamp(f.end, what="end"), f.frame) for f in coverage.frames if f.end]
+    if not ends:
+        return None, None
+    latest, frame = max(ends, key=lambda pair: pair[0])
+    return latest, frame
+
+
+def stale_finding(
+    as_of: pd.Timestamp,
+    end: pd.Timestamp | None,
+    frame: str | None,
+    *,
+    window: Window | None,
+    stale_after: pd.Timedelta | None = None,
+) -> Finding | None:
+    """``run/stale-evidence`` (WARNING) when ``as_of`` lies past the evidence's ``end`` by more
+    than ``stale_after`` (default: the window's length, else :data:`STALE_AFTER`), or when the
+    window holds no row at all; None when the evidence is fresh."""
+    limit = stale_after or (window.end - window.start if window is not None else STALE_AFTER)
+    action = (
+        "Check that the exporters still write this incident's evidence (ledger, event log, "
+        "spans, logs) and that the manifest points at the current files or tables; until then "
+        "the verdict says nothing about the time judged."
+    )
+    base = {"as_of": as_of, "stale_after_s": limit.total_seconds()}
+    if window is not None:
+        base["window"] = f"{iso_text(window.start)} .. {iso_text(window.end)}"
+    if end is None:
+        return Finding(
+            STALE_ID,
+            Severity.WARNING,
+            "no evidence row in the window judged",
+            f"No source of the manifest holds a row in the window read for as_of "
+            f"{iso_text(as_of)}.",
+            action,
+            ({**base, "evidence_end": None, "frame": None, "behind_s": None},),
+        )
+    behind = as_of - end
+    if behind <= limit:
+        return None
+    return Finding(
+        STALE_ID,
+        Severity.WARNING,
+        f"the evidence ends {_span(behind)} before as_of",
+        f"The latest row ({frame}, {iso_text(end)}) is {_span(behind)} before as_of "
+        f"{iso_text(as_of)}, more than the {_span(limit)} allowed.",
+        action,
+        ({**base, "evidence_end": end, "frame": frame, "behind_s": behind.total_seconds()},),
+    )
+
+
+def _span(delta: pd.Timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    parts = [(days, "d"), (hours, "h"), (minutes, "min"), (seconds, "s")]
+    return " ".join(f"{n}{unit}" for n, unit in parts if n) or "0s"
+
+
+def stamped_folder(out: str | os.PathLike[str], at: pd.Timestamp) -> Path:
+    """A new folder ``out/<at as 2026-12-02T061500Z>`` (``-2``, ``-3`` ... when taken): a
+    scheduled run never writes into an earlier run's folder."""
+    root = Path(out)
+    if root.exists() and not root.is_dir():
+        raise ParameterError(
+            "--out names a file, not a folder",
+            value=str(root),
+            fix="give a folder: each --timestamped run writes a new folder inside it",
+        )
+    root.mkdir(parents=True, exist_ok=True)
+    name = at.tz_convert("UTC").strftime(STAMP)
+    for attempt in range(1, 1000):
+        folder = root / (name if attempt == 1 else f"{name}-{attempt}")
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir()  # atomic: of two runs in one second, each gets its own folder
+            return folder
+    raise ParameterError(
+        "too many runs in one second", value=str(root / name), fix="run less often"
+    )
+
+
+def point_latest(folder: Path) -> Path:
+    """Make ``<folder's parent>/latest`` a symlink to ``folder``, atomically (a reader sees the
+    previous run or this one, never no link); returns the link."""
+    link = folder.parent / LATEST
+    if link.exists() and not link.is_symlink():
+        raise ParameterError(
+            f"{LATEST} beside the run folders is not a symlink",
+            value=str(link),
+            fix=f"remove or rename it; --timestamped keeps {LATEST} pointing at the last run",
+        )
+    temporary = folder.parent / f".{LATEST}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+    os.symlink(folder.name, temporary)  # relative: the tree can move
+    os.replace(temporary, link)
+    return link

@@ -1,0 +1,118 @@
+"""Action exports: the runs to act on from the crash_recovery orphans findings, against the
+truth's expected actions, as CSV and JSON, and the errors."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from incidentkit.actions import COLUMNS, KINDS, actions_command
+from incidentkit.errors import ParameterError
+from incidentkit.flows import orphans
+from incidentkit.runner import failed_findings
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+TRUTH = json.loads((FIXTURES / "crash_recovery" / "truth.json").read_text())["expected"]
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("orphans")
+    incident, settings = orphans.setup(FIXTURES / "crash_recovery", app_name="invoicing")
+    orphans.findings(orphans.sweep(incident, settings), incident, settings).write(
+        folder / "findings.json"
+    )
+    return folder
+
+
+def _expected(kind: str) -> list[tuple[str, str]]:
+    return sorted(
+        (o["run_id"], o["session_id"]) for o in TRUTH["orphans"] if o["action"] == kind.lower()
+    )
+
+
+@pytest.mark.parametrize("kind", ["REDRIVE", "PARK", "MARK_DONE", "ASK_DOWNSTREAM", "MARK_PAUSED"])
+def test_each_kind_lists_the_runs_the_truth_expects(out: Path, kind: str) -> None:
+    rows = json.loads(actions_command(out, kind=kind, fmt="json"))
+    assert [(r["run_id"], r["session_id"]) for r in rows] == _expected(kind)
+    assert all(r["action_kind"] == kind and r["app_name"] == "invoicing" for r in rows)
+    assert all(r["proof"].startswith("findings.json → orphans/") for r in rows)
+
+
+def test_csv_has_a_header_and_the_same_rows_as_json(out: Path) -> None:
+    text = actions_command(out, kind="REDRIVE", fmt="csv")
+    assert text.splitlines()[0] == ",".join(COLUMNS)
+    parsed = list(csv.DictReader(io.StringIO(text)))
+    rows = json.loads(actions_command(out, kind="REDRIVE", fmt="json"))
+    assert [r["run_id"] for r in parsed] == [r["run_id"] for r in rows]
+    assert [(r["run_id"], r["session_id"]) for r in parsed] == _expected("REDRIVE")  # by run id
+    w3 = next(r for r in parsed if r["journal_verdict"] == "NO_ENTRY")
+    assert w3["unanswered_calls"] == "adk-38c1962e-9148-424f-aac1-c14f30e9c5cc"
+    assert next(r for r in parsed if r["orphan_class"] == "NOT_STARTED")["invocation_id"] == ""
+
+
+def test_the_order_is_stable(out: Path) -> None:
+    assert actions_command(out, kind="REDRIVE", fmt="csv") == actions_command(
+        out, kind="REDRIVE", fmt="csv"
+    )
+
+
+def test_park_rows_carry_the_dead_letter_record(out: Path) -> None:
+    [row] = json.loads(actions_command(out, kind="PARK", fmt="json"))
+    assert row["run_id"] in TRUTH["crash_loops"]
+    assert row["dead_letter"]["run_id"] == row["run_id"] and row["dead_letter"]["request"]
+    header = actions_command(out, kind="PARK", fmt="csv").splitlines()[0]
+    assert header.endswith(",proof,dead_letter")
+
+
+def test_an_ask_downstream_row_names_the_key_to_ask_about(out: Path) -> None:
+    [row] = json.loads(actions_command(out, kind="ASK_DOWNSTREAM", fmt="json"))
+    assert row["journal_verdict"] == "INTENT_ONLY" and "send-invoice:INV-1003" in row["action"]
+
+
+def test_a_kind_matches_whatever_its_case(out: Path) -> None:
+    assert actions_command(out, kind="mark-done", fmt="csv") == actions_command(
+        out, kind="MARK_DONE", fmt="csv"
+    )
+
+
+def test_a_kind_with_no_runs_gives_a_header_or_an_empty_list(out: Path) -> None:
+    assert actions_command(out, kind="REPLAY", fmt="csv") == ",".join(COLUMNS) + "\n"
+    assert json.loads(actions_command(out, kind="REPLAY", fmt="json")) == []
+
+
+def test_a_run_all_folder_finds_the_orphans_findings(out: Path, tmp_path: Path) -> None:
+    (tmp_path / "orphans").mkdir()
+    (tmp_path / "orphans" / "findings.json").write_bytes((out / "findings.json").read_bytes())
+    [row] = json.loads(actions_command(tmp_path, kind="MARK_DONE", fmt="json"))
+    assert row["proof"] == "orphans/findings.json → orphans/actually-done, row 1"
+
+
+def test_an_unknown_kind_lists_the_kinds(out: Path) -> None:
+    with pytest.raises(ParameterError, match=r"unknown action kind: 'RETRY'\. use one of ") as err:
+        actions_command(out, kind="RETRY", fmt="csv")
+    assert all(kind in str(err.value) for kind in KINDS)
+    with pytest.raises(
+        ParameterError, match=r"unknown actions format: 'xml'\. use one of csv, json"
+    ):
+        actions_command(out, kind="REDRIVE", fmt="xml")
+
+
+def test_no_orphans_findings_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ParameterError, match=r"no findings\.json in OUT"):
+        actions_command(tmp_path, kind="REDRIVE", fmt="csv")
+    failed_findings("latency_cliff", "boom", {}).write(tmp_path / "findings.json")
+    with pytest.raises(ParameterError, match=r"no orphans findings in OUT.*run the orphans flow"):
+        actions_command(tmp_path, kind="REDRIVE", fmt="csv")
+
+
+def test_an_orphans_run_that_stopped_early_has_nothing_to_export(tmp_path: Path) -> None:
+    failed_findings("orphans", "ParameterError: app_name is empty", {}).write(
+        tmp_path / "findings.json"
+    )
+    with pytest.raises(ParameterError, match="stopped before its verdict: 'ParameterError: app"):
+        actions_command(tmp_path, kind="REDRIVE", fmt="json")

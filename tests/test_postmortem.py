@@ -1,0 +1,246 @@
+"""Postmortem drafts from findings: the bundled latency incident against its findings and truth,
+a `run all` folder, determinism, the TODO marker, incomplete evidence and the errors."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from incidentkit.errors import ParameterError
+from incidentkit.findings import Findings
+from incidentkit.flows import latency_cliff, orphans, runaway
+from incidentkit.postmortem import TODO, collect_findings, postmortem_command
+from incidentkit.runner import failed_findings
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _latency() -> Findings:
+    incident, settings = latency_cliff.setup(FIXTURES / "latency_cliff", app_name="support")
+    return latency_cliff.findings(latency_cliff.triage(incident, settings), incident, settings)
+
+
+def _orphans() -> Findings:
+    incident, settings = orphans.setup(FIXTURES / "crash_recovery", app_name="invoicing")
+    return orphans.findings(orphans.sweep(incident, settings), incident, settings)
+
+
+def _runaway() -> Findings:
+    incident, settings = runaway.setup(FIXTURES / "runaway", app_name="support")
+    return runaway.findings(runaway.triage(incident, settings), incident, settings)
+
+
+@pytest.fixture(scope="module")
+def lc(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One flow's output folder: the bundled latency cliff's findings.json."""
+    out = tmp_path_factory.mktemp("lc")
+    _latency().write(out / "findings.json")
+    return out
+
+
+@pytest.fixture(scope="module")
+def run_all(tmp_path_factory: pytest.TempPathFactory, lc: Path) -> Path:
+    """A `run all` folder: <flow>/findings.json per flow, a report beside one, a summary.json."""
+    out = tmp_path_factory.mktemp("all")
+    for flow, findings in (
+        ("latency_cliff", None),
+        ("orphans", _orphans()),
+        ("runaway", _runaway()),
+    ):
+        (out / flow).mkdir()
+        if findings is None:
+            shutil.copy(lc / "findings.json", out / flow / "findings.json")
+        else:
+            findings.write(out / flow / "findings.json")
+    (out / "orphans" / "orphans.html").write_text("<html></html>", encoding="utf-8")
+    (out / "summary.json").write_text("{}", encoding="utf-8")
+    return out
+
+
+def _section(text: str, title: str) -> str:
+    return text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def _timeline_rows(text: str) -> list[list[str]]:
+    rows = [line for line in _section(text, "Timeline").splitlines() if line.startswith("| 2")]
+    return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows]
+
+
+def test_latency_timeline_is_sorted_and_matches_the_findings_and_truth(lc: Path) -> None:
+    truth = json.loads((FIXTURES / "latency_cliff" / "truth.json").read_text())["expected"]
+    findings = Findings.read(lc / "findings.json")
+    rows = _timeline_rows(postmortem_command(lc, fmt="md"))
+    times = [pd.Timestamp(row[0]) for row in rows]
+    assert times == sorted(times)
+    cliff = [row for row in rows if row[1].startswith("latency cliff")]
+    assert len(cliff) == 1 and pd.Timestamp(cliff[0][0]) == pd.Timestamp(truth["cliff"])
+    assert "latency_cliff/cliff`, row 1" in cliff[0][2]
+    opened = {r["invocation_id"]: r for r in findings.items[1].rows}
+    assert findings.items[1].id == "latency_cliff/open-invocations"
+    starts = {row[1].split()[1]: row[0] for row in rows if row[1].startswith("invocation ")}
+    assert sorted(starts) == truth["open_invocations"]  # every open invocation, by the truth
+    assert all(starts[i] == opened[i]["started_at"] for i in starts)  # at the findings' time
+
+
+def test_latency_impact_numbers_match_the_findings_and_truth(lc: Path) -> None:
+    truth = json.loads((FIXTURES / "latency_cliff" / "truth.json").read_text())["expected"]
+    impact = _section(postmortem_command(lc, fmt="md"), "Impact")
+    runs = f"**Runs affected**: {truth['runs_since_cliff']} runs started since the cliff"
+    assert runs in impact
+    assert "p50 3.7 s → 55 s, p95 4.3 s → 59 s" in impact  # truth: 3708 -> 55128, 4275 -> 58982
+    invocations = f"**Invocations affected**: {truth['open_since_cliff']} invocations open past "
+    assert invocations + "the 60 s client timeout" in impact
+    assert "**Sessions affected**: 3 sessions" in impact
+    assert "**Duration**: ≥ 6 min: from the cliff at 2026-11-29T03:10:00Z" in impact
+    assert "**Users affected**: n/a — the latency_cliff rows carry no user id" in impact
+    assert "**Tokens**: n/a — " in impact
+    assert f"**Stuck threads**: {truth['threads']['stuck_count']} threads" in impact
+    assert (
+        "(findings.json → " not in impact
+    )  # proof is a link: ([findings.json](findings.json) → ...
+    assert "([findings.json](findings.json) → `latency_cliff/cliff`, row 1;" in impact
+
+
+def test_latency_detection_names_the_sooner_alert_at_three_quarters_of_the_timeout(
+    lc: Path,
+) -> None:
+    detection = _section(postmortem_command(lc, fmt="md"), "Detection")
+    # The first open invocation started 03:11:21.012: 60 s later the user gave up, 45 s sooner.
+    assert "gave up at 2026-11-29T03:12:21.012000Z" in detection
+    assert (
+        "open longer than 45 s" in detection and "fired at 2026-11-29T03:12:06.012000Z" in detection
+    )
+    assert "no error alert fires" in detection
+
+
+def test_action_items_are_typed_owned_and_proven(lc: Path) -> None:
+    items = _section(postmortem_command(lc, fmt="md"), "Action items")
+    rows = [line for line in items.splitlines() if re.match(r"\| \d+ \|", line)]
+    kinds = [row.split(" | ")[1] for row in rows]
+    assert kinds == ["mitigate", "prevent", "prevent", "prevent", "process"]
+    assert all(" | _owner_ | " in row and "findings.json" in row for row in rows)
+    assert "read timeout of 5 s" in rows[1] and "open longer than 45 s" in rows[4]
+
+
+def test_the_draft_has_every_section_and_marks_what_a_person_writes(lc: Path) -> None:
+    text = postmortem_command(lc, fmt="md")
+    headings = re.findall(r"^## (.+)$", text, flags=re.MULTILINE)
+    assert headings == [
+        "Summary",
+        "Impact",
+        "Timeline",
+        "Root cause and trigger",
+        "Detection",
+        "Resolution",
+        "Action items",
+        "Evidence",
+    ]
+    todos = [line for line in text.splitlines() if TODO in line]
+    assert len(todos) >= 6 and all(line.startswith(f"> {TODO} ") for line in todos[1:])
+    for section in ("Summary", "Timeline", "Detection", "Resolution", "Action items"):
+        assert f"> {TODO}" in _section(text, section)
+    evidence = _section(text, "Evidence")
+    assert "- window (UTC): 2026-11-29T02:55:00Z .. 2026-11-29T03:16:00Z" in evidence
+    assert "- as of (UTC): 2026-11-29T03:16:00Z" in evidence
+    assert "`client_timeout_s` = `60.0` ([apps.support])" in evidence
+    assert "- rejects: 0 " in evidence and "- coverage: " in evidence
+
+
+def test_the_wording_is_blameless(run_all: Path) -> None:
+    text = postmortem_command(run_all, fmt="md").lower().replace("blameless", "")
+    for word in (
+        "blame",
+        "fault",
+        "human error",
+        "should have",
+        "careless",
+        "mistake",
+        "negligent",
+    ):
+        assert not re.search(rf"\b{word}", text), word
+
+
+def test_the_same_findings_give_the_same_draft_byte_for_byte(run_all: Path, tmp_path: Path) -> None:
+    first = postmortem_command(run_all, fmt="md")
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(run_all, moved)
+    assert postmortem_command(moved, fmt="md") == first  # no clock, no absolute path
+    assert postmortem_command(run_all, fmt="html") == postmortem_command(moved, fmt="html")
+    assert str(run_all) not in first
+
+
+def test_a_run_all_folder_reads_every_flow_with_relative_links(run_all: Path) -> None:
+    assert [ff.rel for ff in collect_findings(run_all)] == [
+        "latency_cliff/findings.json",
+        "orphans/findings.json",
+        "runaway/findings.json",
+    ]
+    text = postmortem_command(run_all, fmt="md")
+    impact = _section(text, "Impact")
+    assert "runaway: 30,194,944 by the flagged invocations, 99% of the app's 30,395,252" in impact
+    assert "orphans: 10 orphaned runs" in impact
+    assert "send-invoice:INV-1017 (2 effects)" in impact
+    assert "([runaway/findings.json](runaway/findings.json) → summary.runaway_tokens" in impact
+    rows = _timeline_rows(text)
+    assert [pd.Timestamp(r[0]) for r in rows] == sorted(pd.Timestamp(r[0]) for r in rows)
+    leases = [r for r in rows if "held by worker-3" in r[1]]
+    assert [r[1].rsplit("(", 1)[1] for r in leases] == ["first of 10)", "last of 10)"]
+    assert "`incidentkit actions OUT/orphans --kind ASK_DOWNSTREAM`" in text
+    assert "report [orphans/orphans.html](orphans/orphans.html)" in text
+    assert "[summary.json](summary.json)" in text
+    assert "maxLlmCalls 20 (recommended" in _section(text, "Detection")
+
+
+def test_html_is_a_standalone_page_with_the_tables(lc: Path) -> None:
+    page = postmortem_command(lc, fmt="html")
+    assert page.startswith("<!DOCTYPE html>") and page.endswith("</html>\n")
+    assert page.count("<table>") == 2  # the timeline and the action items
+    assert '<a href="findings.json">findings.json</a>' in page
+    assert "TODO(author):" in page and "<script" not in page
+
+
+def test_a_run_that_stopped_early_gives_a_draft_that_says_so(tmp_path: Path) -> None:
+    message = "ParameterError: app_name is empty and the evidence does not say which app"
+    failed_findings("orphans", message, {"app_name": ""}).write(tmp_path / "findings.json")
+    text = postmortem_command(tmp_path, fmt="md")
+    assert "> **Evidence incomplete (orphans).** The findings are INCOMPLETE_EVIDENCE" in text
+    assert message in text and "`run/error`" in text
+    assert "**Runs affected**: n/a — the orphans run stopped before its verdict" in text
+    assert "- rejects: n/a — the findings count none (the run stopped first)" in text
+    assert "- window (UTC): n/a — not recorded" in text
+
+
+def test_rejected_rows_give_a_draft_that_says_the_evidence_is_incomplete(tmp_path: Path) -> None:
+    incident, settings = orphans.setup(FIXTURES / "broken" / "malformed", app_name="invoicing")
+    findings = orphans.findings(orphans.sweep(incident, settings), incident, settings)
+    findings.write(tmp_path / "findings.json")
+    text = postmortem_command(tmp_path, fmt="md")
+    assert findings.verdict.value == "INCOMPLETE_EVIDENCE"
+    assert "**Evidence incomplete (orphans).**" in text and "could not be read" in text
+    assert f"- rejects: {findings.summary['rejects']} " in text
+
+
+def test_a_folder_without_findings_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ParameterError, match=r"no findings\.json in OUT.*run a flow first"):
+        postmortem_command(tmp_path, fmt="md")
+    with pytest.raises(ParameterError, match="OUT is not a folder"):
+        postmortem_command(tmp_path / "missing", fmt="md")
+
+
+def test_an_unreadable_findings_file_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "orphans").mkdir()
+    (tmp_path / "orphans" / "findings.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ParameterError, match=r"cannot read orphans/findings\.json.*not JSON"):
+        postmortem_command(tmp_path, fmt="md")
+
+
+def test_an_unknown_format_lists_the_formats(lc: Path) -> None:
+    with pytest.raises(
+        ParameterError, match=r"unknown postmortem format: 'pdf'\. use one of md, html"
+    ):
+        postmortem_command(lc, fmt="pdf")
