@@ -261,8 +261,8 @@ def _demo(args: argparse.Namespace) -> int:
 
     page, runs = run_demo(args.fixtures, args.out, jobs=args.jobs)
     for run in runs:
-        sys.stderr.write(f"{run.pack:16} exit {run.exit_code}  {run.folder / 'index.html'}\n")
-    sys.stderr.write(f"open {page}\n")
+        sys.stdout.write(f"{run.pack:16} exit {run.exit_code}  {run.folder / 'index.html'}\n")
+    sys.stdout.write(f"open {page}\n")
     worst = max((run.exit_code for run in runs), default=EXIT_CLEAN)
     return EXIT_CLEAN if worst in (EXIT_CLEAN, 1, EXIT_INCOMPLETE) else worst
 

@@ -83,14 +83,26 @@ def run_demo(
     return write_demo_index(root, runs), runs
 
 
+def _told(folder: Path) -> tuple[str, str]:
+    """An incident's title and what its triage card says first (from its summary.json)."""
+    try:
+        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "", ""
+    top = ((summary.get("flows") or {}).get("overview") or {}).get("top_finding") or {}
+    return str(summary.get("title") or ""), str(top.get("title") or "")
+
+
 def write_demo_index(root: Path, runs: list[DemoRun]) -> Path:
     """One page linking each pack's ``index.html`` with its worst verdict."""
     words = {0: "CLEAN", 1: "ACTION_NEEDED", 2: "INCOMPLETE_EVIDENCE"}
     rows = "\n".join(
         f'<tr><td><a href="{html.escape(run.pack)}/index.html">{html.escape(run.pack)}</a></td>'
+        f"<td>{html.escape(title)}</td><td>{html.escape(card)}</td>"
         f"<td>{words.get(run.exit_code, f'exit {run.exit_code}')}</td>"
         f"<td>{html.escape(', '.join(f'{k}={v}' for k, v in run.parameters.items()))}</td></tr>"
         for run in runs
+        for title, card in [_told(run.folder)]
     )
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>incidentkit demo</title>
@@ -98,7 +110,8 @@ def write_demo_index(root: Path, runs: list[DemoRun]) -> Path:
 td,th{{padding:.3em .8em;text-align:left;border-bottom:1px solid #ddd}}</style></head>
 <body><h1>incidentkit demo: every flow on every bundled incident</h1>
 <p>Each incident links to its own page: every flow's verdict, top finding and report.</p>
-<table><tr><th>incident</th><th>worst verdict</th><th>parameters</th></tr>
+<table><tr><th>incident</th><th>what it is</th><th>the triage card says</th>
+<th>worst verdict</th><th>parameters</th></tr>
 {rows}
 </table></body></html>
 """

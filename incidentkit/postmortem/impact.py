@@ -112,7 +112,7 @@ def _orphans(ff: FlowFindings) -> dict[str, Claim]:
     if dupes:
         keys = ", ".join(f"{r.get('business_key')} ({r.get('effects')} effects)" for r in dupes)
         claims["duplicate effects"] = Claim(
-            f"{len(dupes)} business keys effected more than once: {keys}",
+            f"{len(dupes)} business keys applied more than once: {keys}",
             (item_ref(ff, "orphans/duplicate-effects"),),
         )
     if ff.rows("orphans/crash-loops"):

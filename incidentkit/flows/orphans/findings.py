@@ -90,7 +90,7 @@ _ORPHAN_TEXT: Mapping[str, tuple[Severity, str, str, str]] = {
     ),
     "orphans/duplicate-effects": (
         Severity.CRITICAL,
-        "business key(s) effected more than once",
+        "business key(s) applied more than once",
         "One business identity has several effects (by the journal, or by answered calls that "
         "no journal entry guards).",
         "Tell the owner of each downstream system; undo or refund the extra effects.",

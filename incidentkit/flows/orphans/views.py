@@ -132,7 +132,7 @@ def duplicate_effects(
     keys: np.ndarray,
     journal: pd.DataFrame,
 ) -> pd.DataFrame:
-    """Business keys effected more than once: by journal proof (several DONE entries), or by
+    """Business keys applied more than once: by journal proof (several DONE entries), or by
     answered calls with no journal entry under the key."""
     c = calls[["session_id", "invocation_id", "call_id", "name"]].reset_index(drop=True)
     c["business_key"] = pd.Series(keys, dtype=object).astype(STR)

@@ -17,10 +17,10 @@ import pandas as pd
 from incidentkit.errors import IncidentkitError
 from incidentkit.flows.common import Frames
 
-LINE_COLUMNS = ["check", "severity", "count", "title", "flow", "evidence", "detail"]
+LINE_COLUMNS = ["check", "severity", "count", "title", "flow", "evidence", "detail", "session_id"]
 """One row per check: what was checked, how urgent (``CRITICAL``, ``WARNING``, ``INFO``,
-``NOT_CHECKED``), how many rows it found, in words, the flow to open next and the evidence it
-reads first."""
+``NOT_CHECKED``), how many rows it found, in words, the flow to open next, the evidence it
+reads first, and the session to open it on (the one-session flows need one)."""
 SEVERITY_RANK = {"CRITICAL": 0, "WARNING": 1, "INFO": 2, "NOT_CHECKED": 3}
 CHECKS = (
     "open-past-timeout",
@@ -80,7 +80,7 @@ SYMPTOMS: Mapping[str, Symptom] = {
         ("growing-classes", "orphans", "open-past-timeout"),
     ),
 }
-"""The seed's card: each symptom's first evidence and the checks it lists first."""
+"""The triage card: each symptom's first evidence and the checks it lists first."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,7 @@ def _line(
     flow: str,
     evidence: str,
     detail: str = "",
+    session_id: str | None = None,
 ) -> dict[str, Any]:
     return {
         "check": check,
@@ -113,6 +114,7 @@ def _line(
         "flow": flow,
         "evidence": evidence,
         "detail": detail,
+        "session_id": session_id,
     }
 
 
@@ -228,7 +230,17 @@ def _errors(frames: Frames) -> dict[str, Any]:
         f"error(s), {logged} logged model/tool/run error(s)"
     )
     severity = "WARNING" if len(silent) else ("INFO" if not logged else "WARNING")
-    return _line("quiet-errors", severity, len(errors), title, flow, "event log, diagnostics log")
+    first = silent if len(silent) else errors
+    sessions = first["session_id"].dropna()
+    return _line(
+        "quiet-errors",
+        severity,
+        len(errors),
+        title,
+        flow,
+        "event log, diagnostics log",
+        session_id=str(sessions.iloc[0]) if len(sessions) else None,
+    )
 
 
 def _overlaps(frames: Frames) -> dict[str, Any]:
@@ -245,7 +257,37 @@ def _overlaps(frames: Frames) -> dict[str, Any]:
     if len(pairs):
         title += f", e.g. session {pairs['session_id'].iloc[0]}"
     severity = "WARNING" if len(pairs) else "INFO"
-    return _line("overlapping-invocations", severity, len(pairs), title, flow, "event log, ledger")
+    return _line(
+        "overlapping-invocations",
+        severity,
+        len(pairs),
+        title,
+        flow,
+        "event log, ledger",
+        session_id=str(pairs["session_id"].iloc[0]) if len(pairs) else None,
+    )
+
+
+JVM_ARRAYS = {
+    "[B": "byte[]",
+    "[C": "char[]",
+    "[I": "int[]",
+    "[J": "long[]",
+    "[S": "short[]",
+    "[Z": "boolean[]",
+    "[D": "double[]",
+    "[F": "float[]",
+}
+
+
+def readable_class(name: str) -> str:
+    """A class name as people read it: ``[B`` → ``byte[] ([B)``, ``[Ljava.lang.Object;`` →
+    ``java.lang.Object[]``."""
+    if name in JVM_ARRAYS:
+        return f"{JVM_ARRAYS[name]} ({name})"
+    if name.startswith("[L") and name.endswith(";"):
+        return f"{name[2:-1]}[]"
+    return name
 
 
 def _growth(histograms: pd.DataFrame | None) -> dict[str, Any]:
@@ -264,8 +306,8 @@ def _growth(histograms: pd.DataFrame | None) -> dict[str, Any]:
     title = f"{len(growing)} class(es) grow between the histograms"
     if len(named):
         first = named.iloc[0]
-        title += f": {first['class']} and its kin point at {first['culprit']}"
-    title += f"; most bytes: {top['class']} (+{int(top['bytes_growth']):,})"
+        title += f": {readable_class(str(first['class']))} and its kin point at {first['culprit']}"
+    title += f"; most bytes: {readable_class(str(top['class']))} (+{int(top['bytes_growth']):,})"
     return _line("growing-classes", "WARNING", len(growing), title, flow, evidence)
 
 

@@ -23,10 +23,14 @@ from incidentkit.findings import (
     verdict_of,
 )
 from incidentkit.flows.overview.card import SYMPTOMS
+from incidentkit.flows.overview.growth import ADVICE
 from incidentkit.flows.overview.triage import OverviewReport
 
 FLOW = "overview"
-CARD_ROW = ["check", "severity", "count", "title", "flow", "evidence", "link", "report_verdict"]
+CARD_ROW = [
+    *("check", "severity", "count", "title", "flow", "evidence"),
+    *("command", "session_id", "link", "report_verdict"),
+]
 
 
 def _card(report: OverviewReport, limit: int | None) -> Finding:
@@ -34,17 +38,23 @@ def _card(report: OverviewReport, limit: int | None) -> Finding:
     urgent = card.loc[card["severity"].isin(["CRITICAL", "WARNING"])]
     if len(urgent):
         top = urgent.iloc[0]
-        title = f"{len(urgent)} check(s) need a look; open the {top['flow']} flow first: "
-        title += str(top["title"])
+        where = (
+            "look at the classes that grow"
+            if top["flow"] == FLOW
+            else f"open the {top['flow']} flow first"
+        )
+        title = f"{len(urgent)} check(s) need a look; {where}: {top['title']}"
         severity = (
             Severity.CRITICAL if (urgent["severity"] == "CRITICAL").any() else Severity.WARNING
         )
-        flows = list(dict.fromkeys(urgent["flow"]))
-        action = (
-            "Open, in this order: "
-            + ", ".join(f"the {flow} flow (incidentkit run {flow})" for flow in flows)
-            + "."
-        )
+        steps = []
+        for row in urgent.to_dict("records"):
+            command = row.get("command")
+            if row["check"] == "growing-classes":
+                steps.append(f"for the classes that grow: {ADVICE}")
+            elif isinstance(command, str):
+                steps.append(f"the {row['flow']} flow: {command}")
+        action = "Open, in this order: " + "; ".join(dict.fromkeys(steps)) + "."
     else:
         title = f"no check of the {len(card)} needs a look"
         severity = Severity.INFO
@@ -67,7 +77,7 @@ def _symptom(report: OverviewReport) -> Finding | None:
         f"{FLOW}/first-evidence",
         Severity.INFO,
         f"for '{report.symptom}', open {first.split(',')[0]} first",
-        f"Seed 003: let the reported symptom choose the first evidence source. For "
+        f"Let the reported symptom choose the first evidence source. For "
         f"'{report.symptom}': {first}.",
         "Open that evidence first; the card lists the symptom's checks first.",
         ({"symptom": report.symptom, "first_evidence": first},),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import replace
@@ -165,7 +166,38 @@ def triage(
     assert report is not None
     card = pd.concat(cards, ignore_index=True)
     card.loc[card["check"].eq("growing-classes"), "app"] = None  # the JVM's, not an app's
+    if not evidence.has("histograms") and settings["symptom"] != "restarts":
+        card = card.loc[card["check"].ne("growing-classes")]  # nothing to check it on
+    card["command"] = commands(card, evidence)
     return replace(report, card=_ordered(card, settings["symptom"]))
+
+
+def commands(card: pd.DataFrame, evidence: Evidence) -> pd.Series:
+    """Per line, the command that opens its flow on its app (and session), ready to paste;
+    None for the overview's own line (slow death is shown here)."""
+    where = evidence.manifest.path
+    folder = "EVIDENCE" if where is None else str(where.parent)
+    if where is not None:
+        with contextlib.suppress(ValueError):  # another drive (Windows): keep the full path
+            relative = os.path.relpath(where.parent)
+            folder = folder if relative.startswith("..") else relative
+
+    def command(row: Mapping[str, Any]) -> str | None:
+        flow = str(row["flow"])
+        if flow == FLOW:
+            return None
+        line = f"incidentkit run {flow} --evidence {folder} --out out/{flow}"
+        if isinstance(row.get("app"), str):
+            line += f" -p app_name {row['app']}"
+        if FLOWS[flow].required:
+            session = row.get("session_id")
+            line += f" -p session_id {session if isinstance(session, str) else 'SESSION_ID'}"
+        return line
+
+    lines: list[str | None] = [
+        command({str(k): v for k, v in row.items()}) for row in card.to_dict("records")
+    ]
+    return pd.Series(lines, index=card.index, dtype=object)
 
 
 def _ordered(card: pd.DataFrame, symptom: str | None) -> pd.DataFrame:
@@ -191,8 +223,8 @@ def findings(report: OverviewReport, evidence: Evidence, settings: Settings) -> 
 
 SHOWN: Mapping[str, tuple[str, ...]] = {
     "card": (
-        *("severity", "app", "check", "title", "count", "flow", "evidence"),
-        *("report_verdict", "link"),
+        *("severity", "app", "check", "title", "count", "evidence"),
+        *("command", "report_verdict", "link"),
     ),
     "growing": (
         *("class", "first_instances", "last_instances", "first_bytes", "last_bytes"),
@@ -203,9 +235,20 @@ SHOWN: Mapping[str, tuple[str, ...]] = {
 
 def table(report: OverviewReport, view: str) -> Any:
     """The card (``"card"``) or the growing classes (``"growing"``) for people."""
+    from incidentkit.report import MarkdownView
     from incidentkit.report import table as people_table
 
     frame: pd.DataFrame = getattr(report, view)
+    if view == "growing" and frame.empty:
+        return MarkdownView(
+            "No class grows: the manifest has no `[histograms]` section, or its histograms "
+            "show no class growing (two or more are needed; `docs/slow_death.md`)."
+        )
+    if view == "card":  # lines that found something first; the quiet ones counted
+        quiet = frame.loc[frame["severity"].eq("INFO")]
+        frame = frame.loc[frame["severity"].ne("INFO")]
+        if frame.empty:
+            return MarkdownView(f"All {len(quiet)} checks found nothing (INFO).")
     shown = [c for c in SHOWN[view] if c in frame.columns]
     return people_table(frame, shown)
 
@@ -218,7 +261,7 @@ def first_evidence(report: OverviewReport) -> Any:
         return MarkdownView(
             "No symptom given: the card is ordered by severity. Give one of "
             + ", ".join(f"`{s}`" for s in SYMPTOMS)
-            + " to order it as the seed's card does."
+            + " to order it as the triage card does for that symptom."
         )
     return MarkdownView(
         f"**{report.symptom}**: open {SYMPTOMS[report.symptom].first_evidence} first."
