@@ -67,7 +67,7 @@ def test_postmortem_and_actions_read_a_run_all_folder(
     assert main(["postmortem", str(demo / "latency_cliff")]) == 0
     draft = capsys.readouterr().out
     assert draft.startswith("# Postmortem draft") and "## Timeline" in draft
-    assert "2026-11-29T03:10:00Z" in draft  # the cliff, from the findings
+    assert "2026-11-29T03:10:00.000Z" in draft  # the cliff, from the findings
     assert main(["actions", str(demo / "crash_recovery"), "--kind", "REDRIVE"]) == 0
     rows = capsys.readouterr().out.strip().splitlines()
     expected = json.loads((FIXTURES / "crash_recovery" / "truth.json").read_text())["expected"]

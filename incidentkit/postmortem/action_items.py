@@ -62,8 +62,12 @@ def _entries(sources: Sequence[FlowFindings]) -> list[tuple[tuple[str, str], lis
     """Each (type, action) with its proof, by type, then in findings order."""
     entries: dict[tuple[str, str], list[Ref]] = {}
     for ff in sources:
+        if ff.clean:  # nothing to act on
+            continue
         for item in ff.findings.items:
             if not item.needs_action:
+                continue
+            if ff.navigates and item.id != "run/error":  # "open, in this order": navigation
                 continue
             pairs: list[tuple[str | None, str, list[int] | None]]
             if item.id in _PER_ROW:
@@ -82,7 +86,7 @@ def _entries(sources: Sequence[FlowFindings]) -> list[tuple[tuple[str, str], lis
         prevented = any(
             k == "prevent" and ff.rel in {r.rel for r in v} for (k, _), v in entries.items()
         )
-        if ff.failed is None and ff.findings.needs_action and not prevented:
+        if ff.failed is None and ff.findings.needs_action and not prevented and not ff.navigates:
             todo = f"{TODO} prevention for {ff.flow}: the findings give recovery steps only"
             entries[("prevent", f"{todo}; say what keeps it from happening again")] = []
     order = {kind: n for n, kind in enumerate(ACTION_TYPES)}

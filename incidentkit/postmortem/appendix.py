@@ -8,7 +8,7 @@ from pathlib import Path
 
 from incidentkit.postmortem.collect import FlowFindings
 from incidentkit.postmortem.proof import counter, item_ref
-from incidentkit.postmortem.text import md, num
+from incidentkit.postmortem.text import md, num, utc
 
 
 def _parameters(ff: FlowFindings) -> str:
@@ -34,9 +34,9 @@ def appendix(sources: Sequence[FlowFindings], out: Path) -> list[str]:
         lines += ["", f"### {ff.flow} — {links}", ""]
         lines.append(f"- verdict: {f.verdict.value} ({f.generated_by})")
         lines.append(f"- incident: {md(e.title) if e.title else 'n/a — the findings name none'}")
-        window = f"{e.window[0]} .. {e.window[1]}" if e.window else "n/a — not recorded"
+        window = f"{utc(e.window[0])} .. {utc(e.window[1])}" if e.window else "n/a — not recorded"
         lines.append(f"- window (UTC): {window}")
-        lines.append(f"- as of (UTC): {e.as_of or 'n/a — not recorded'}")
+        lines.append(f"- as of (UTC): {utc(e.as_of) if e.as_of else 'n/a — not recorded'}")
         lines.append(f"- parameters: {_parameters(ff)}")
         if "rejects" in f.summary:
             rejects = ff.rejects

@@ -40,9 +40,15 @@ def _said(role: str, item: Finding) -> str:
 
 
 def causes(sources: Sequence[FlowFindings]) -> list[str]:
-    """The Root cause and trigger section's lines: a subsection per flow."""
+    """The Root cause and trigger section's lines: a subsection per flow that diagnosed, one
+    line for the CLEAN flows."""
     lines: list[str] = []
+    clean = [ff.flow for ff in sources if ff.clean and not ff.navigates]
     for ff in sources:
+        # a triage card points to the flows; a failed run is in the Evidence incomplete note;
+        # CLEAN: one line below
+        if ff.navigates or ff.clean or ff.failed is not None:
+            continue
         lines += ["", f"### {ff.flow} ({ff.findings.verdict.value})", ""]
         items = [i for i in ff.findings.items if i.needs_action]
         if ff.flow == "orphans" and ff.failed is None:
@@ -64,6 +70,10 @@ def causes(sources: Sequence[FlowFindings]) -> list[str]:
             ]
         if not items:
             lines.append("- Nothing in these findings needs action.")
+    if clean:
+        lines += ["", f"{', '.join(clean)} (CLEAN): nothing in these findings needs action."]
+    if not lines:
+        lines += ["", "- No findings here name a cause (see Evidence incomplete above)."]
     return [
         *lines,
         "",

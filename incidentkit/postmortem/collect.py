@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from incidentkit.errors import ParameterError
-from incidentkit.findings import Finding, Findings
+from incidentkit.findings import Finding, Findings, Verdict
 
 ORPHAN_ITEMS = tuple(
     f"orphans/{kind}"
@@ -23,6 +23,9 @@ ORPHAN_ITEMS = tuple(
 """The orphans flow's items of orphaned runs, one per orphan class."""
 EVIDENCE_ITEMS = ("/rejects", "/no-latency-source", "/no-model-calls", "/empty-ledger")
 """Endings of the item ids that speak of the evidence, not of the incident."""
+NAVIGATION_FLOWS = frozenset({"overview"})
+"""Flows whose findings point to the other flows (which to open first), not to a fix: the draft
+leaves them out of the root cause, the detection and the action items."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,16 @@ class FlowFindings:
     def failed(self) -> Finding | None:
         """The ``run/error`` item of a run that stopped before its verdict, else None."""
         return next((i for i in self.findings.items if i.id == "run/error"), None)
+
+    @property
+    def navigates(self) -> bool:
+        """Whether the flow is a triage card (:data:`NAVIGATION_FLOWS`), not a diagnosis."""
+        return self.flow in NAVIGATION_FLOWS
+
+    @property
+    def clean(self) -> bool:
+        """Whether the flow found nothing that needs action (verdict CLEAN)."""
+        return self.findings.verdict is Verdict.CLEAN
 
     @property
     def rejects(self) -> Finding | None:

@@ -8,7 +8,7 @@ import pandas as pd
 
 from incidentkit.postmortem.collect import ORPHAN_ITEMS, FlowFindings
 from incidentkit.postmortem.proof import cite, counter, dated, item_ref
-from incidentkit.postmortem.text import TODO, iso
+from incidentkit.postmortem.text import TODO, iso, utc
 
 
 def _latency(ff: FlowFindings) -> list[str]:
@@ -65,14 +65,14 @@ def _orphans(ff: FlowFindings) -> list[str]:
         first = item_ref(ff, item_id, [n]).text()
         lines.append(
             "- orphans: the recovery sweeper claims an orphan once its lease runs out; "
-            f"the first ran out at {row['lease_until']} {first}"
+            f"the first ran out at {utc(row['lease_until'])} {first}"
         )
     if ff.rows("orphans/crash-loops"):
         lines.append(
             "- orphans: the attempts cap parks a crash loop and alerts "
             f"{item_ref(ff, 'orphans/crash-loops').text()}"
         )
-        before = f", before {leases[0][3]['lease_until']}" if leases else ""
+        before = f", before {utc(leases[0][3]['lease_until'])}" if leases else ""
         lines.append(
             "- orphans: sooner: an alert on a worker that exits or stops renewing its "
             f"leases fires at the stop itself{before}"
@@ -98,7 +98,7 @@ def _vanished(ff: FlowFindings) -> list[str]:
     return [
         "- vanished_state: lost state raises no error; an alert on two invocations "
         "open at once on one session fires at the overlap, first at "
-        f"{first[0][3]['b_start'] if first else 'n/a'} "
+        f"{utc(first[0][3]['b_start']) if first else 'n/a'} "
         f"{item_ref(ff, 'vanished_state/overlapping-invocations').text()}"
     ]
 
@@ -113,11 +113,12 @@ _DETECTION: Mapping[str, Callable[[FlowFindings], list[str]]] = {
 
 
 def detection(sources: Sequence[FlowFindings]) -> list[str]:
-    """The Detection section's lines, from every flow whose run reached its verdict."""
+    """The Detection section's lines, from every flow whose run reached a verdict other than
+    CLEAN (a CLEAN flow had nothing to detect, nothing to stop sooner)."""
     lines = [
         line
         for ff in sources
-        if ff.failed is None and ff.flow in _DETECTION
+        if ff.failed is None and not ff.clean and ff.flow in _DETECTION
         for line in _DETECTION[ff.flow](ff)
     ]
     return [

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from incidentkit.postmortem.collect import ORPHAN_ITEMS, FlowFindings
 from incidentkit.postmortem.proof import Ref, cite, counter, distinct, item_ref
-from incidentkit.postmortem.text import duration, ms, num, time
+from incidentkit.postmortem.text import duration, iso, ms, num, time
 
 MEASURES = ("runs", "sessions", "users", "invocations", "duration", "tokens")
 """The measures every flow is asked for, in the order of the section."""
@@ -76,8 +76,8 @@ def _latency(ff: FlowFindings) -> dict[str, Claim]:
     if at is not None and as_of is not None:
         still = ", invocations still open then" if s.get("open_invocations") else ""
         claims["duration"] = Claim(
-            f"≥ {duration((as_of - at).total_seconds())}: from the cliff at {cliff[0]['at']} to "
-            f"as_of {ff.findings.evidence.as_of}{still}; the findings show no recovery",
+            f"≥ {duration((as_of - at).total_seconds())}: from the cliff at {iso(at)} to "
+            f"as_of {iso(as_of)}{still}; the findings show no recovery",
             (item_ref(ff, "latency_cliff/cliff"), Ref(ff.rel, key="evidence.as_of")),
         )
     claims["tokens"] = _no_tokens(ff)
@@ -219,31 +219,57 @@ _IMPACT: Mapping[str, Callable[[FlowFindings], dict[str, Claim]]] = {
 }
 
 
-def _claims(ff: FlowFindings) -> dict[str, Claim]:
-    """The flow's claims; every measure n/a for a failed run or a flow this draft cannot read."""
-    if ff.failed is None and ff.flow in _IMPACT:
-        return _IMPACT[ff.flow](ff)
-    reason = (
-        f"the {ff.flow} run stopped before its verdict"
-        if ff.failed is not None
-        else f"this draft reads no {ff.flow} findings"
-    )
-    return {m: _na(reason) for m in MEASURES}
+def _unread(ff: FlowFindings) -> str:
+    """Why the draft counts nothing of a flow: its run stopped, or no reader knows it."""
+    if ff.failed is not None:
+        return f"the {ff.flow} run stopped before its verdict"
+    return f"this draft reads no {ff.flow} findings"
+
+
+def _absent(measure: str, read: Sequence[tuple[FlowFindings, dict[str, Claim]]]) -> Claim:
+    """The one n/a of a measure no flow counts: the flow's reason, or the flows that lack it."""
+    reasons = sorted({c[measure].text for _, c in read if measure in c})
+    if len(reasons) == 1 and len(read) == 1:
+        return _na(reasons[0])
+    flows = ", ".join(ff.flow for ff, _ in read)
+    return _na(f"none of the findings read ({flows}) count it")
 
 
 def impact(sources: Sequence[FlowFindings]) -> list[str]:
-    """The Impact section's lines: one per measure, a sub-line per flow when several say it."""
-    per_flow = [(ff, _claims(ff)) for ff in sources]
+    """The Impact section's lines: one per measure, from the flows that count it (a sub-line per
+    flow when several do); one n/a line for a measure none counts."""
+    read = [
+        (ff, _IMPACT[ff.flow](ff)) for ff in sources if ff.failed is None and ff.flow in _IMPACT
+    ]
+    if not read:
+        why = "; ".join(_unread(ff) for ff in sources)
+        see = " (see Evidence incomplete above)" if any(ff.failed for ff in sources) else ""
+        return [f"- n/a — {why}: nothing to count{see}"]
     lines = []
-    extras = sorted({k for _, claims in per_flow for k in claims if k not in MEASURES})
+    extras = sorted({k for _, claims in read for k in claims if k not in MEASURES})
     for measure in (*MEASURES, *extras):
-        found = [(ff, c[measure]) for ff, c in per_flow if measure in c]
-        if not found:
-            continue
+        found = [(ff, c[measure]) for ff, c in read if measure in c and not c[measure].missing]
         label = f"**{measure.capitalize()}{' affected' if measure in MEASURES[:4] else ''}**"
-        if len(found) == 1:
-            lines.append(f"- {label}: {found[0][1].line()}")
+        if not found:
+            lines.append(f"- {label}: {_absent(measure, read).line()}")
+        elif len(found) == 1:  # named by its flow when several were read
+            whose = f"{found[0][0].flow}: " if len(read) > 1 else ""
+            lines.append(f"- {label}: {whose}{found[0][1].line()}")
         else:
             lines.append(f"- {label}:")
             lines += [f"  - {ff.flow}: {claim.line()}" for ff, claim in found]
+    counted = {ff.rel for ff, _ in read}
+    stopped = [ff.flow for ff in sources if ff.failed is not None]
+    unknown = [
+        ff.flow
+        for ff in sources
+        if ff.rel not in counted and ff.failed is None and not ff.navigates
+    ]
+    if stopped:
+        lines.append(
+            f"- Not counted: {', '.join(stopped)} (the run stopped before its verdict: see "
+            "Evidence incomplete above)"
+        )
+    if unknown:
+        lines.append(f"- Not counted: {', '.join(unknown)} (this draft reads no such findings)")
     return lines

@@ -37,18 +37,30 @@ def _preamble(sources: Sequence[FlowFindings]) -> list[str]:
         "people.",
     ]
     incomplete = [ff for ff in sources if ff.findings.verdict is Verdict.INCOMPLETE_EVIDENCE]
+    if not incomplete:
+        return lines
+    # One note for every incomplete flow; the flows that say the same thing share a line.
+    causes: dict[str, list[tuple[FlowFindings, str | None]]] = {}
     for ff in incomplete:
         cause = ff.failed or ff.rejects
-        why = (
-            f" {md(cause.title)}: {md(cause.detail)} {item_ref(ff, cause.id).text()}"
-            if cause
-            else ""
-        )
-        lines += [
-            "",
-            f"> **Evidence incomplete ({ff.flow}).** The findings are INCOMPLETE_EVIDENCE, so this "
-            f"draft is partial: what follows counts only what was read.{why}",
-        ]
+        if cause is None:
+            said = "no item says why"
+        elif cause is ff.failed:
+            said = f"the run stopped before its verdict: {md(cause.detail)}"
+        else:
+            said = f"{md(cause.title)}: {md(cause.detail)}"
+        causes.setdefault(said, []).append((ff, None if cause is None else cause.id))
+    names = ", ".join(ff.flow for ff in incomplete)
+    lines += [
+        "",
+        f"> **Evidence incomplete ({names}).** The findings are INCOMPLETE_EVIDENCE, so this "
+        "draft is partial: what follows counts only what was read.",
+        ">",
+    ]
+    for said, members in causes.items():
+        proof = " ".join(item_ref(ff, item_id).text() for ff, item_id in members if item_id)
+        flows = ", ".join(ff.flow for ff, _ in members)
+        lines.append(f"> - {flows}: {said} {proof}".rstrip())
     return lines
 
 

@@ -50,5 +50,13 @@ def time(text: Any) -> pd.Timestamp | None:
 
 
 def iso(stamp: pd.Timestamp) -> str:
-    """``stamp`` in UTC as ISO 8601 with a ``Z``."""
-    return stamp.tz_convert("UTC").isoformat().replace("+00:00", "Z")
+    """``stamp`` in UTC as ISO 8601 to the millisecond with a ``Z``: every time of the draft in
+    one format (``2026-11-29T03:10:00.000Z``), whatever precision the findings wrote it in."""
+    utc = stamp.tz_convert("UTC")
+    return f"{utc.strftime('%Y-%m-%dT%H:%M:%S')}.{utc.microsecond // 1000:03d}Z"
+
+
+def utc(text: Any) -> str:
+    """A time from the findings in the draft's one format (:func:`iso`); else as it is."""
+    stamp = time(text)
+    return str(text) if stamp is None else iso(stamp)

@@ -10,7 +10,7 @@ import pandas as pd
 
 from incidentkit.postmortem.collect import ORPHAN_ITEMS, FlowFindings
 from incidentkit.postmortem.proof import Dated, Ref, cite, dated, item_ref
-from incidentkit.postmortem.text import TODO, md, ms, time
+from incidentkit.postmortem.text import TODO, iso, md, ms, time, utc
 
 
 @dataclass(frozen=True)
@@ -23,20 +23,50 @@ class Moment:
     raw: str = ""
 
 
-def _moments(ff: FlowFindings) -> list[Moment]:
+_EDGES = ("opens", "closes", "as_of")
+"""The moments every flow has, merged into one row per time (:func:`_edges`)."""
+_ORDER = {"opens": 0, "closes": 2, "as_of": 3}
+"""At one time: the window opens first, the rows next (1), then it closes and as_of."""
+
+
+def _edge_moments(ff: FlowFindings) -> list[tuple[str, pd.Timestamp, Ref]]:
+    """The flow's window edges and as_of: (which, time, proof)."""
     evidence, found = ff.findings.evidence, []
     if evidence.window is not None:
-        for edge, text in zip(evidence.window, ("opens", "closes"), strict=True):
+        for edge, which in zip(evidence.window, _EDGES[:2], strict=True):
             stamp = time(edge)
             if stamp is not None:
-                found.append(Moment(stamp, f"{ff.flow}: the evidence window {text}", (), edge))
+                found.append((which, stamp, Ref(ff.rel, key="evidence.window")))
     stamp = time(evidence.as_of)
-    if stamp is not None and evidence.as_of is not None:
-        ref = Ref(ff.rel, key="evidence.as_of")
-        found.append(Moment(stamp, f"{ff.flow}: the flow judged at as_of", (ref,), evidence.as_of))
-    if ff.failed is None:
-        found += _row_moments(ff)
+    if stamp is not None:
+        found.append(("as_of", stamp, Ref(ff.rel, key="evidence.as_of")))
     return found
+
+
+def _edges(sources: Sequence[FlowFindings]) -> list[tuple[int, Moment]]:
+    """One row per window edge or as_of and time; named by its flows only when they differ."""
+    groups: dict[tuple[str, pd.Timestamp], list[tuple[str, Ref]]] = {}
+    for ff in sources:
+        for which, stamp, ref in _edge_moments(ff):
+            groups.setdefault((which, stamp), []).append((ff.flow, ref))
+    found = []
+    for (which, stamp), members in groups.items():
+        shared = len({at for w, at in groups if w == which}) == 1
+        flows = sorted({flow for flow, _ in members})
+        prefix = "" if shared else f"{', '.join(flows)}: "
+        if which == "as_of":
+            whose = "the flow" if len(flows) == 1 else "the flows"
+            text = f"{prefix}{whose} judged at as_of"
+        else:
+            text = f"{prefix}the evidence window {which}"
+        proof = tuple(ref for _, ref in members)
+        found.append((_ORDER[which], Moment(stamp, text, proof, iso(stamp))))
+    return found
+
+
+def _moments(ff: FlowFindings) -> list[Moment]:
+    """The flow's dated rows (none for a run that stopped before its verdict)."""
+    return [] if ff.failed is not None else _row_moments(ff)
 
 
 def _grouped(
@@ -106,7 +136,8 @@ def _row_moments(ff: FlowFindings) -> list[Moment]:
             "b_start",
             lambda r: (
                 f"invocation {r.get('invocation_b')} starts on session {r.get('session_id')} "
-                f"while {r.get('invocation_a')} runs ({r.get('a_start')} – {r.get('a_end')})"
+                f"while {r.get('invocation_a')} runs "
+                f"({utc(r.get('a_start'))} – {utc(r.get('a_end'))})"
             ),
         )
         if ff.flow == "session":
@@ -123,14 +154,15 @@ def _row_moments(ff: FlowFindings) -> list[Moment]:
 
 
 def timeline(sources: Sequence[FlowFindings]) -> list[str]:
-    """The Timeline section's lines: a table by time, one row for what two flows saw."""
-    merged: dict[tuple[pd.Timestamp, str, str], list[Ref]] = {}
-    for moment in (m for ff in sources for m in _moments(ff)):
-        merged.setdefault((moment.at, moment.text, moment.raw), []).extend(moment.proof)
+    """The Timeline section's lines: a table by time, one row for what several flows saw."""
+    merged: dict[tuple[pd.Timestamp, int, str], list[Ref]] = {}
+    moments = [*_edges(sources), *((1, m) for ff in sources for m in _moments(ff))]
+    for order, moment in moments:
+        merged.setdefault((moment.at, order, moment.text), []).extend(moment.proof)
     lines = ["| time (UTC) | what the evidence shows | proof |", "|---|---|---|"]
     lines += [
-        f"| {raw} | {md(text)} | {cite(proof) or '—'} |"
-        for (_, text, raw), proof in sorted(merged.items(), key=lambda e: e[0])
+        f"| {iso(at)} | {md(text)} | {cite(proof) or '—'} |"
+        for (at, _, text), proof in sorted(merged.items(), key=lambda e: e[0])
     ]
     silent = [ff.flow for ff in sources if ff.flow == "runaway" and ff.failed is None]
     if silent:
