@@ -38,6 +38,7 @@ from incidentkit.errors import SourceError
 from incidentkit.frames import conform
 from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources.base import Loaded, RejectSink, iter_lines, require_content
+from incidentkit.sources.jvm_clock import clock_offset, file_time, wall_time
 from incidentkit.times import holdable, localize, zone_of
 
 _A = re.ASCII
@@ -50,11 +51,7 @@ _PID = re.compile(r"^\d+:$", _A)
 _TIME = r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?"
 _LOCAL_TIME = re.compile(_TIME + "$", _A)
 _ISO_TIME = re.compile(_TIME + r"(?:Z|[+-]\d\d:?\d\d)$", _A)
-_FILE_TIME = re.compile(
-    r"(\d{4}-\d\d-\d\d)T(\d\d)[-:]?(\d\d)[-:]?(\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d(?::?\d\d)?)", _A
-)
 _FAILED = "ERROR: Ran out of C-heap"
-_STEP = pd.Timedelta(minutes=15)
 _INT64 = 2**63 - 1
 _DIGITS = 19  # int64 has at most 19 digits: longer text is never converted
 COLUMNS = ("histogram", "taken_at", "rank", "class", "module", "instances", "bytes")
@@ -220,12 +217,8 @@ def _times(
     histograms: list[_Histogram], path: Path, sink: RejectSink, *, zone: str | None
 ) -> list[pd.Timestamp | None]:
     """The UTC time each histogram was taken (see the module docstring); None when unknown."""
-    written = [None if h.time is None else _wall(h.time) for h in histograms]
-    found = _FILE_TIME.search(path.name)
-    named = None
-    if found:
-        day, hh, mm, ss, frac, offset_text = found.groups()
-        named = _wall(f"{day}T{hh}:{mm}:{ss}{'.' + frac if frac else ''}{offset_text}")
+    written = [None if h.time is None else wall_time(h.time) for h in histograms]
+    named = file_time(path.name)
     naive = [t for t in written if t is not None and t.tzinfo is None]
     offset: pd.Timedelta | None = pd.Timedelta(0)
     if naive and zone is None:
@@ -239,8 +232,7 @@ def _times(
                 "histo-2026-11-29T03:00:00Z.txt",
             )
         else:
-            named_utc = named.tz_convert("UTC").tz_localize(None)
-            offset = round((named_utc - naive[0]) / _STEP) * _STEP
+            offset = clock_offset(named, naive[0])
     times: list[pd.Timestamp | None] = []
     for histo, wall in zip(histograms, written, strict=True):
         if wall is not None and wall.tzinfo is not None:
@@ -275,15 +267,3 @@ def _shifted(wall: pd.Timestamp, offset: pd.Timedelta) -> pd.Timestamp | None:
     except (OverflowError, ValueError):  # pandas' OutOfBoundsDatetime is a ValueError
         return None
     return moved if holdable(pd.Series([moved])).all() else None
-
-
-def _wall(text: str) -> pd.Timestamp | None:
-    """A time as written, or None when it is no date pandas can hold."""
-    try:
-        stamp = pd.Timestamp(text.replace(",", "."))
-    except (ValueError, OverflowError):  # impossible dates
-        return None
-    if pd.isna(stamp):
-        return None
-    aware = stamp if stamp.tzinfo is not None else stamp.tz_localize("UTC")
-    return stamp if holdable(pd.Series([aware])).all() else None  # years outside 1677-2262

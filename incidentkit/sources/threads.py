@@ -22,7 +22,8 @@ from incidentkit.errors import SourceError
 from incidentkit.frames import conform
 from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources.base import Loaded, RejectSink, iter_lines, require_content
-from incidentkit.times import holdable, localize, zone_of
+from incidentkit.sources.jvm_clock import clock_offset, file_time, wall_time
+from incidentkit.times import localize, zone_of
 
 UNKNOWN = "UNKNOWN"
 _LOCAL_TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
@@ -30,10 +31,6 @@ _ISO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:
 _PLAIN_HEADER = re.compile(r'^(?P<id>#\d+) "(?P<name>.*)"(?: virtual)?$')
 _HEADER_IDS = (" tid=", " nid=")
 _TRAILER = re.compile(r"^(?:JNI global ref|Found one Java-level deadlock|Found \d+ deadlock)")
-_FILE_TIME = re.compile(
-    r"(\d{4}-\d\d-\d\d)T(\d\d)[-:]?(\d\d)[-:]?(\d\d)(?:[.,](\d+))?(Z|[+-]\d\d(?::?\d\d)?)"
-)
-_STEP = pd.Timedelta(minutes=15)
 
 
 def _hotspot_name(line: str) -> str | None:
@@ -206,12 +203,8 @@ def _times(
     A dump whose time cannot be placed still loads: its stacks need no clock to be compared
     with the next dump's, so it gets a warning, not a reject.
     """
-    local = [None if d.plain or d.time is None else _wall(d.time) for d in dumps]
-    found = _FILE_TIME.search(path.name)
-    named = None
-    if found:
-        day, hh, mm, ss, frac, offset_text = found.groups()
-        named = _wall(f"{day}T{hh}:{mm}:{ss}{'.' + frac if frac else ''}{offset_text}")
+    local = [None if d.plain or d.time is None else wall_time(d.time) for d in dumps]
+    named = file_time(path.name)
     known = [t for t in local if t is not None]
     offset: pd.Timedelta | None = pd.Timedelta(0)
     if known and zone is None:
@@ -224,12 +217,11 @@ def _times(
                 "put the dump's UTC time in the file name, e.g. dump-2026-11-29T03:12:01Z.txt",
             )
         else:
-            named_utc = named.tz_convert("UTC").tz_localize(None)
-            offset = round((named_utc - known[0]) / _STEP) * _STEP
+            offset = clock_offset(named, known[0])
     times: list[pd.Timestamp | None] = []
     for dump, wall in zip(dumps, local, strict=True):
         if dump.plain:
-            stamp = _wall(dump.time or "")
+            stamp = wall_time(dump.time or "")
             times.append(None if stamp is None else stamp.tz_convert("UTC"))
             if stamp is None:
                 sink.warn(
@@ -252,15 +244,3 @@ def _times(
                     "have no taken_at (put the dump's UTC time in the file name)",
                 )
     return times
-
-
-def _wall(text: str) -> pd.Timestamp | None:
-    """A dump's time as written, or None when it is no date pandas can hold."""
-    try:
-        stamp = pd.Timestamp(text)
-    except (ValueError, OverflowError):  # impossible dates
-        return None
-    if pd.isna(stamp):
-        return None
-    aware = stamp if stamp.tzinfo is not None else stamp.tz_localize("UTC")
-    return stamp if holdable(pd.Series([aware])).all() else None  # years outside 1677-2262

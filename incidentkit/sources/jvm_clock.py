@@ -1,0 +1,48 @@
+"""The JVM's clock in its own dumps: HotSpot prints local wall-clock times without a zone, so
+thread dumps and class histograms share how a time is read and what a UTC time in the file's
+name (``dump-2026-11-29T03:12:01Z.txt``) says about the JVM's offset."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from incidentkit.times import holdable
+
+FILE_TIME = re.compile(
+    r"(\d{4}-\d\d-\d\d)T(\d\d)[-:]?(\d\d)[-:]?(\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d(?::?\d\d)?)",
+    re.ASCII,
+)
+STEP = pd.Timedelta(minutes=15)
+"""UTC offsets are whole quarter hours: a file-name time fixes the offset to the nearest."""
+
+
+def wall_time(text: str) -> pd.Timestamp | None:
+    """A time as the JVM (or the operator's script) wrote it, or None when it is no date
+    pandas can hold; naive when written without a zone."""
+    try:
+        stamp = pd.Timestamp(text.replace(",", "."))
+    except (ValueError, OverflowError):  # impossible dates
+        return None
+    if pd.isna(stamp):
+        return None
+    aware = stamp if stamp.tzinfo is not None else stamp.tz_localize("UTC")
+    return stamp if holdable(pd.Series([aware])).all() else None  # years outside 1677-2262
+
+
+def file_time(name: str) -> pd.Timestamp | None:
+    """The UTC time written in a file's name, or None."""
+    found = FILE_TIME.search(name)
+    if not found:
+        return None
+    day, hh, mm, ss, frac, offset = found.groups()
+    return wall_time(f"{day}T{hh}:{mm}:{ss}{'.' + frac if frac else ''}{offset}")
+
+
+def clock_offset(named: pd.Timestamp, first_local: pd.Timestamp) -> pd.Timedelta:
+    """How far the JVM's wall clock is from UTC, from the file name's UTC time and the first
+    local time the file holds (rounded to :data:`STEP`)."""
+    named_utc = named.tz_convert("UTC").tz_localize(None)
+    offset: pd.Timedelta = round((named_utc - first_local) / STEP) * STEP
+    return offset
