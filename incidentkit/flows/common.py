@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from incidentkit.errors import ParameterError
-from incidentkit.evidence import Evidence
+from incidentkit.evidence import FRAME_SOURCES, Evidence
 from incidentkit.frames import empty
 from incidentkit.manifest import Window
 from incidentkit.times import utc_timestamp
@@ -84,21 +84,6 @@ def up_to(evidence: Evidence, as_of: pd.Timestamp) -> Evidence:
     return evidence.narrowed(replace(evidence.filters, window=Window(window.start, end)))
 
 
-SECTION_OF: Mapping[str, str] = {
-    "runs": "ledger",
-    "events": "events",
-    "calls": "events",
-    "responses": "events",
-    "state_writes": "events",
-    "session_state": "events",
-    "journal": "journal",
-    "spans": "spans",
-    "diagnostics": "diagnostics",
-    "threads": "threads",
-}
-"""The manifest section each frame a flow reads comes from."""
-
-
 @dataclass(frozen=True)
 class Frames:
     """The canonical frames the flows read; a source that is absent is an empty frame."""
@@ -120,7 +105,7 @@ def frames_of(evidence: Evidence, names: Iterable[str]) -> Frames:
     whose section the manifest lacks is empty."""
     return Frames(
         **{
-            name: evidence.frame(name) if evidence.has(SECTION_OF[name]) else empty(name)
+            name: evidence.frame(name) if evidence.has(FRAME_SOURCES[name]) else empty(name)
             for name in names
         }
     )

@@ -340,14 +340,20 @@ def triage_card(
             lines += run()
         except IncidentkitError as err:  # a check on odd evidence: say so, keep the card
             lines += [_not_checked(c, flow, "", f"{type(err).__name__}: {err}") for c in checks]
-    card = pd.DataFrame(lines, columns=LINE_COLUMNS)
-    rank = card["severity"].map(SEVERITY_RANK)
-    position = card["check"].map({c: k for k, c in enumerate(CHECKS)})
+    return ordered(pd.DataFrame(lines, columns=LINE_COLUMNS), symptom)
+
+
+def ordered(card: pd.DataFrame, symptom: str | None) -> pd.DataFrame:
+    """The card's lines in reading order: the symptom's checks first (when one is given),
+    then by severity, then in the order of :data:`CHECKS`."""
+    keys = pd.DataFrame(
+        {
+            "rank": card["severity"].map(SEVERITY_RANK),
+            "position": card["check"].map({c: k for k, c in enumerate(CHECKS)}),
+        }
+    )
     if symptom:
         first = {c: k for k, c in enumerate(SYMPTOMS[symptom].order)}
-        asked = card["check"].map(first).fillna(len(first))
-        keys = pd.DataFrame({"asked": asked, "rank": rank, "position": position})
-    else:
-        keys = pd.DataFrame({"rank": rank, "position": position})
+        keys.insert(0, "asked", card["check"].map(first).fillna(len(first)))
     order = keys.sort_values(list(keys.columns), kind="stable").index
     return card.loc[order].reset_index(drop=True)

@@ -26,7 +26,7 @@ from incidentkit.flows.common import (
     up_to,
 )
 from incidentkit.flows.common import setting as profile_setting
-from incidentkit.flows.overview.card import SYMPTOMS, Profile
+from incidentkit.flows.overview.card import SYMPTOMS, Profile, ordered
 from incidentkit.flows.overview.findings import overview_findings
 from incidentkit.flows.overview.triage import OverviewReport, read_summary, triage_overview
 from incidentkit.frames import FRAMES
@@ -169,7 +169,7 @@ def triage(
     if not evidence.has("histograms") and settings["symptom"] != "restarts":
         card = card.loc[card["check"].ne("growing-classes")]  # nothing to check it on
     card["command"] = commands(card, evidence)
-    return replace(report, card=_ordered(card, settings["symptom"]))
+    return replace(report, card=ordered(card, settings["symptom"]))
 
 
 def commands(card: pd.DataFrame, evidence: Evidence) -> pd.Series:
@@ -198,22 +198,6 @@ def commands(card: pd.DataFrame, evidence: Evidence) -> pd.Series:
         command({str(k): v for k, v in row.items()}) for row in card.to_dict("records")
     ]
     return pd.Series(lines, index=card.index, dtype=object)
-
-
-def _ordered(card: pd.DataFrame, symptom: str | None) -> pd.DataFrame:
-    from incidentkit.flows.overview.card import CHECKS, SEVERITY_RANK
-
-    keys = pd.DataFrame(
-        {
-            "rank": card["severity"].map(SEVERITY_RANK),
-            "position": card["check"].map({c: k for k, c in enumerate(CHECKS)}),
-        }
-    )
-    if symptom:
-        first = {c: k for k, c in enumerate(SYMPTOMS[symptom].order)}
-        keys.insert(0, "asked", card["check"].map(first).fillna(len(first)))
-    order = keys.sort_values(list(keys.columns), kind="stable").index
-    return card.loc[order].reset_index(drop=True)
 
 
 def findings(report: OverviewReport, evidence: Evidence, settings: Settings) -> Findings:
