@@ -14,7 +14,7 @@ import re
 import tomllib
 import zoneinfo
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,14 @@ MANIFEST_NAME = "evidence.toml"
 SECTIONS = ("ledger", "events", "journal", "spans", "diagnostics", "threads", "histograms")
 FORMATS: Mapping[str, tuple[str, ...]] = {
     "ledger": ("sql", "csv", "jsonl"),
-    "events": ("sql", "adk-java-json", "adk-python-db", "adk-session-json"),
+    "events": (
+        "sql",
+        "adk-java-json",
+        "adk-python-db",
+        "adk-session-json",
+        "vertex-ai-json",
+        "firestore-json",
+    ),
     "journal": ("sql", "csv", "jsonl"),
     "spans": ("otlp-json", "jaeger-json"),
     "diagnostics": ("text", "json"),
@@ -68,6 +75,8 @@ PROFILE_KEYS: Mapping[str, str] = {
     "client_timeout_s": "the client's timeout in seconds (default 60)",
     "max_llm_calls": "the configured maxLlmCalls limit of a run",
     "loop_exit_keys": "state keys whose write ends a loop agent (a list)",
+    "reasoning_engine": "the Vertex AI Agent Engine (reasoning engine) id whose sessions are "
+    "this app's",
 }
 """The keys of an ``[apps.<name>]`` profile: facts every incident of one app shares."""
 DATABASE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
@@ -142,6 +151,8 @@ class SourceSpec:
     """[events] only: app_name, user_id, session_id for events that name no session."""
     event_column: str = "event"
     """[events] only: the column of a JSON row export that holds the event."""
+    engines: Mapping[str, str] = field(default_factory=dict)
+    """[events] only: Vertex AI reasoning engine id → app name, from the app profiles."""
 
     @property
     def is_database(self) -> bool:
@@ -240,6 +251,7 @@ def parse_manifest(data: Mapping[str, Any], *, base: Path, path: Path | None = N
             fix=f"{did_you_mean(unknown, _TOP_KEYS)}allowed keys: {sorted(_TOP_KEYS)}",
         )
     zone = _timezone("manifest", data.get("timezone")) if "timezone" in data else "error"
+    apps = _parse_apps(data.get("apps", {}))
     sources = {
         name: _parse_section(name, data[name], base, zone) for name in SECTIONS if name in data
     }
@@ -258,9 +270,30 @@ def parse_manifest(data: Mapping[str, Any], *, base: Path, path: Path | None = N
             session_ids=_str_tuple(data, "sessions"),
             invocation_ids=_str_tuple(data, "invocations"),
         ),
-        sources=sources,
-        apps=_parse_apps(data.get("apps", {})),
+        sources=_with_engines(sources, apps),
+        apps=apps,
     )
+
+
+def _with_engines(
+    sources: dict[str, SourceSpec], apps: Mapping[str, Mapping[str, Any]]
+) -> dict[str, SourceSpec]:
+    """Give [events] the app of each Vertex AI reasoning engine its profiles name."""
+    engines: dict[str, str] = {}
+    for app, profile in apps.items():
+        engine = profile.get("reasoning_engine")
+        if engine is None:
+            continue
+        if engine in engines:
+            raise ManifestError(
+                "two app profiles name the same reasoning_engine",
+                value={"reasoning_engine": engine, "apps": [engines[engine], app]},
+                fix="each Agent Engine holds one app's sessions: keep it in one [apps.<name>]",
+            )
+        engines[engine] = app
+    if engines and "events" in sources:
+        sources = {**sources, "events": replace(sources["events"], engines=engines)}
+    return sources
 
 
 def _parse_apps(raw: Any) -> dict[str, dict[str, Any]]:
@@ -308,6 +341,11 @@ def _profile_value(where: str, key: str, value: Any) -> Any:
         "loop_exit_keys": (
             isinstance(value, list) and all(map(names, value)),
             'loop_exit_keys = ["review_approved"]',
+        ),
+        "reasoning_engine": (
+            names(value) and "/" not in str(value),
+            'reasoning_engine = "1234567890123456789" (the last segment of '
+            "projects/.../reasoningEngines/<id>)",
         ),
     }
     ok, example = checks[key]

@@ -25,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--events-format",
         choices=EVENTS_FORMATS,
         default="adk-java",
-        help="ADK Java Event JSON lines (default) or an ADK Python session database",
+        help="ADK Java Event JSON lines (default), an ADK Python session database, Vertex AI "
+        "Agent Engine API JSON (vertex-ai) or a Firestore export (firestore)",
     )
     parser.add_argument(
         "--into",

@@ -13,7 +13,7 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 
 from incidentkit.errors import SimulationError
-from incidentkit.simulate import truth
+from incidentkit.simulate import exports, truth
 from incidentkit.simulate.model import Bundle, iso
 from incidentkit.simulate.pack import SPILL, SQLITE_EVENTS, Pack
 from incidentkit.simulate.plan import Spec
@@ -23,7 +23,7 @@ from incidentkit.simulate.threads import Dump, render
 from incidentkit.simulate.traffic import APP_KEY_TEMPLATES, APP_SETTINGS, TERMINAL_AGENTS, stream
 from incidentkit.simulate.world import World
 
-EVENTS_FORMATS = ("adk-java", "adk-python")
+EVENTS_FORMATS = ("adk-java", "adk-python", *exports.FORMATS)
 URL_ENV = "INCIDENT_DB_URL"
 PACK_FILES = (
     "evidence.toml",
@@ -35,6 +35,7 @@ PACK_FILES = (
     "diagnostics.log",
     SQLITE_EVENTS,
     SPILL,
+    "firestore.jsonl",
 )
 
 
@@ -65,6 +66,12 @@ def simulate(
         raise SimulationError(
             "unknown events format", value=events_format, fix=f"use {' or '.join(EVENTS_FORMATS)}"
         )
+    if into is not None and events_format in exports.FORMATS:
+        raise SimulationError(
+            "an API export is written to files, not into a database",
+            value=events_format,
+            fix="drop --into, or use --events-format adk-java or adk-python",
+        )
     if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
         raise SimulationError(
             "scale must be a whole number of at least 1",
@@ -86,6 +93,8 @@ def write_pack(
     """Run ``spec`` and write its pack to ``out`` (arguments already checked)."""
     existed = out.exists()
     folder = _prepare(out)
+    written = "adk-java" if events_format in exports.FORMATS else events_format
+    """The store the pack writes first; an API export is rewritten from its Java events."""
     world = World(random.Random(seed))
     plan = spec.build(world, scale)
     core = sorted(plan.core, key=_start)
@@ -93,7 +102,7 @@ def write_pack(
     try:
         pack = Pack(
             folder,
-            events_format=events_format,
+            events_format=written,
             window=spec.window,
             into=into,
             split_log=count > 1,
@@ -118,7 +127,7 @@ def write_pack(
                 seed,
                 k,
                 part,
-                events_format,
+                written,
                 spec.window,
                 into is not None,
                 spec.zone,
@@ -142,7 +151,10 @@ def write_pack(
         target = folder / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8", newline="\n")
-    java = events_format == "adk-java"
+    java = written == "adk-java"
+    export: tuple[list[str], list[str]] | None = None
+    if events_format in exports.FORMATS:
+        export = exports.write(folder, events_format)
     journal = counts.journal > 0
     if not journal:  # a tool journal nobody wrote to: no section (an empty one reads as lost)
         (folder / "journal.jsonl").unlink(missing_ok=True)
@@ -151,6 +163,7 @@ def write_pack(
         into=into is not None,
         journal=journal,
         dumps=[*(d.file for d in plan.dumps), *plan.files],
+        events=None if export is None else export[0],
     )
     title = f"{spec.title} (simulated, seed {seed}, scale {scale})"
     doc = truth.document(
@@ -177,6 +190,8 @@ def write_pack(
             zone=spec.zone,
             journal=journal,
             sections=plan.sections,
+            event_lines=None if export is None else export[1],
+            engines=export is not None and events_format == "vertex-ai",
         ),
         encoding="utf-8",
         newline="\n",
@@ -202,16 +217,18 @@ def _prepare(out: Path) -> Path:
             )
         for name in PACK_FILES:
             (out / name).unlink(missing_ok=True)
-        for evidence in ("threads", "histograms"):
+        for evidence in ("threads", "histograms", "vertex"):
             shutil.rmtree(out / evidence, ignore_errors=True)
     out.mkdir(parents=True, exist_ok=True)
     return out
 
 
-def _files(*, java: bool, into: bool, journal: bool, dumps: list[str]) -> list[str]:
+def _files(
+    *, java: bool, into: bool, journal: bool, dumps: list[str], events: list[str] | None = None
+) -> list[str]:
     files = ["evidence.toml", "truth.json", "spans.otlp.jsonl", "diagnostics.log", *dumps]
     if not into:
-        files += ["ledger.csv", "events.jsonl" if java else SQLITE_EVENTS]
+        files += ["ledger.csv", *(events or ["events.jsonl" if java else SQLITE_EVENTS])]
         files += ["journal.jsonl"] if journal else []
     return sorted(files)
 
@@ -231,6 +248,8 @@ def manifest_text(
     zone: str = "UTC",
     journal: bool = True,
     sections: Sequence[str] = (),
+    event_lines: Sequence[str] | None = None,
+    engines: bool = False,
 ) -> str:
     """The pack's ``evidence.toml``: relative paths; a database only as ``env:``; no
     ``[journal]`` when ``journal`` is false (no tool wrote to it).
@@ -240,6 +259,8 @@ def manifest_text(
     is the JVM's: thread dump headers carry its wall clock without an offset, so ``[threads]``
     says ``timezone`` (``naive_timestamps = "utc"`` for a UTC host). ``sections`` are a
     scenario's own manifest lines (``[histograms]``), written after the others.
+    ``event_lines`` replace the ``[events]`` lines (an API export); ``engines`` names each
+    app's reasoning engine in its profile.
     """
     database = [f'url = "env:{URL_ENV}"'] + (['naive_timestamps = "utc"'] if naive_sql else [])
     if into:
@@ -258,6 +279,8 @@ def manifest_text(
             if java
             else [f'path = "{SQLITE_EVENTS}"', 'format = "adk-python-db"']
         )
+    if event_lines is not None:
+        events = list(event_lines)
     note = f" Export {URL_ENV} (the database URL) before loading." if into else ""
     lines = [
         f"# Written by `incidentkit simulate`.{note}",
@@ -274,16 +297,18 @@ def manifest_text(
         lines.append('naive_timestamps = "utc"' if zone == "UTC" else f"timezone = {_q(zone)}")
     if sections:
         lines += ["", *sections]
-    return "\n".join([*lines, *profile_lines()]) + "\n"
+    return "\n".join([*lines, *profile_lines(engines=engines)]) + "\n"
 
 
-def profile_lines() -> list[str]:
+def profile_lines(*, engines: bool = False) -> list[str]:
     """An ``[apps.<app>]`` profile per simulated app: what every incident of it shares."""
     lines: list[str] = []
     for app, agents in sorted(TERMINAL_AGENTS.items()):
         terminal = _q(agents[0]) if len(agents) == 1 else f"[{', '.join(map(_q, agents))}]"
         templates = ", ".join(f"{tool} = {_q(t)}" for tool, t in APP_KEY_TEMPLATES[app].items())
         lines += ["", f"[apps.{app}]", f"terminal_agent = {terminal}"]
+        if engines:
+            lines.append(f"reasoning_engine = {_q(exports.engine_of(app))}")
         lines.append(f"key_templates = {{ {templates} }}" if templates else "key_templates = {}")
         for key, value in APP_SETTINGS.get(app, {}).items():
             shown = f"[{', '.join(map(_q, value))}]" if isinstance(value, list) else str(value)

@@ -74,6 +74,8 @@ class Origin:
     source_format: str
     unit: Literal["ms", "s"]
     python: bool
+    invocations: bool = True
+    """False for stores that keep no invocation ids (Firestore): none is then required."""
 
 
 JAVA_JSON = Origin("adk-java-json", "ms", python=False)
@@ -236,7 +238,7 @@ def _read_chunk(
         not_of(recs, (dict, type(None))),
         lambda i: f"expected a JSON object, got {type(recs[i]).__name__}",
     )
-    cols, actions = _fields(records, meta, reasons, identity)
+    cols, actions = _fields(records, meta, reasons, identity, batch.origin)
     fallback = meta["ts"] if "ts" in meta.columns else None
     why = _meta_list(meta, "ts_reason")
     times = _times(records.get(("timestamp",)), batch.origin, fallback, why, reasons)
@@ -317,7 +319,11 @@ def _final_response(
 
 
 def _fields(
-    records: Records, meta: pd.DataFrame, reasons: Reasons, identity: Mapping[str, str]
+    records: Records,
+    meta: pd.DataFrame,
+    reasons: Reasons,
+    identity: Mapping[str, str],
+    origin: Origin,
 ) -> tuple[dict[str, list[Any]], Records]:
     """The event's scalar fields, checked (ids fall back to ``meta``), and its actions.
 
@@ -327,7 +333,8 @@ def _fields(
     cols: dict[str, list[Any]] = {}
     for col, keys, kind in _TOP:
         cols[col] = fill(records.get(keys), _meta_list(meta, col))
-        check(cols[col], kind, keys[0], reasons)
+        lossy = col == "invocation_id" and not origin.invocations
+        check(cols[col], "text" if lossy else kind, keys[0], reasons)
     for col, keys in _SESSION_JSON_KEYS.items():
         own = records.get(keys)
         given = _meta_list(meta, col)

@@ -332,3 +332,25 @@ def concat_rejects(parts: Iterable[pd.DataFrame]) -> pd.DataFrame:
     if not frames:
         return rejects_frame([])
     return pd.concat(frames, ignore_index=True)
+
+
+_GLOB = frozenset("*?[")
+
+
+def expand_paths(paths: tuple[Path, ...], *, what: str) -> list[Path]:
+    """``paths`` with each pattern (``histograms/histo-*.txt``, ``pages/*.json``) replaced by
+    its files in name order; a pattern that matches no file is a SourceError."""
+    out: list[Path] = []
+    for path in paths:
+        if not _GLOB & set(path.name):
+            out.append(path)
+            continue
+        found = sorted(p for p in path.parent.glob(path.name) if p.is_file())
+        if not found:
+            raise SourceError(
+                f"{what}: the pattern matches no file",
+                value=str(path),
+                fix=f"check the pattern in [{what}] paths (relative to the manifest's folder)",
+            )
+        out += found
+    return out

@@ -28,7 +28,7 @@ from sqlalchemy.engine import Connection
 from incidentkit.errors import ManifestError, SchemaError, SourceError
 from incidentkit.frames import build, empty
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources import adk_events, adk_python, session_state, sql
+from incidentkit.sources import adk_events, adk_python, firestore, session_state, sql, vertex
 from incidentkit.sources.adk_columns import pluck
 from incidentkit.sources.adk_events import (
     JAVA_JSON,
@@ -42,6 +42,7 @@ from incidentkit.sources.adk_events import (
 from incidentkit.sources.base import (
     Loaded,
     RejectSink,
+    expand_paths,
     iter_json_line_chunks,
     iter_lines,
     read_json_document,
@@ -80,9 +81,18 @@ def load(
                 value=spec.location(),
                 fix='give url = "env:NAME" (or a .db/.sqlite path), or drop the format',
             )
-        batches = chain.from_iterable(
-            _read_file(path, spec.format, sink, spec.event_column, states) for path in spec.paths
-        )
+        paths = expand_paths(spec.paths, what=WHAT)
+        export = spec.format if spec.format in _EXPORT_FORMATS else None
+        if spec.format is None:
+            export = _detect_export(paths)
+        if export == vertex.FORMAT:
+            batches = _read_vertex(paths, spec, sink, states)
+        elif export == firestore.FORMAT:
+            batches = [_read_firestore(paths, sink, states)]
+        else:
+            batches = chain.from_iterable(
+                _read_file(path, spec.format, sink, spec.event_column, states) for path in paths
+            )
     frames = normalise(
         batches,
         filters,
@@ -115,6 +125,13 @@ def _read_database(
             f"{WHAT}: format adk-session-json reads files, but the manifest gives a database",
             value=spec.location(),
             fix="give path = <the saved session JSON>, or use format adk-python-db",
+        )
+    if spec.format in _EXPORT_FORMATS:
+        raise SourceError(
+            f"{WHAT}: format {spec.format} reads files saved from its API, but the manifest "
+            "gives a database",
+            value=spec.location(),
+            fix="give path or paths = the saved JSON files",
         )
     if spec.format == "adk-python-db" and (spec.table or spec.columns):
         raise ManifestError(
@@ -204,6 +221,79 @@ def _read_java_table(conn: Connection, spec: SourceSpec, filters: Filters) -> Ba
 
 
 # -- files -------------------------------------------------------------------------------------
+
+_EXPORT_FORMATS = (vertex.FORMAT, firestore.FORMAT)
+"""Session stores behind an API, read as their API's JSON was saved (not event lines)."""
+
+
+def _records(path: Path, sink: RejectSink) -> Iterator[tuple[list[Any], list[str]]]:
+    """The decoded records of a JSON-lines file, a chunk at a time, or of a JSON document
+    (an array is its items)."""
+    require_content(path, what=WHAT)
+    if _peek(path) == "document":
+        doc = read_json_document(path, what=WHAT)
+        if isinstance(doc, list):
+            yield doc, [f"{path.name}:[{i}]" for i in range(len(doc))]
+        else:
+            yield [doc], [path.name]
+        return
+    yield from iter_json_line_chunks(path, sink, what=WHAT, size=adk_events.CHUNK)
+
+
+def _first_records(path: Path) -> list[Any]:
+    """The first records of a file, for detection (none when it cannot be read as JSON)."""
+    try:
+        for records, _ in _records(path, RejectSink(WHAT)):
+            return records[:20]
+    except SourceError:
+        return []
+    return []
+
+
+def _detect_export(paths: list[Path]) -> str | None:
+    """``vertex-ai-json`` or ``firestore-json`` when the first file is such an export."""
+    first = _first_records(paths[0]) if paths else []
+    if vertex.is_vertex(first):
+        return vertex.FORMAT
+    if firestore.is_firestore(first):
+        return firestore.FORMAT
+    return None
+
+
+def _read_vertex(
+    paths: list[Path], spec: SourceSpec, sink: RejectSink, states: list[pd.DataFrame]
+) -> Iterator[Batch]:
+    """Agent Engine API JSON: files of sessions (``sessions.get``/``list``) first, so their
+    users name the events of the pages read after them."""
+    sessions = vertex.Sessions(engines=spec.engines)
+    for path in sorted(paths, key=lambda p: not _holds_sessions(p)):  # stable: order kept
+        for records, locations in _records(path, sink):
+            yield from vertex.batches(records, locations, sessions, sink)
+    states.extend(sessions.states)
+
+
+def _holds_sessions(path: Path) -> bool:
+    first = _first_records(path)[:1]
+    return bool(first) and vertex.kind(first[0]) in ("session", "sessions")
+
+
+def _read_firestore(paths: list[Path], sink: RejectSink, states: list[pd.DataFrame]) -> Batch:
+    """A Firestore export: every document filed first (events need their sessions), then
+    the events as one batch, with the warning of what such events cannot tell."""
+    store = firestore.Store()
+    for path in paths:
+        for records, locations in _records(path, sink):
+            firestore.read(records, locations, store, sink)
+    states.append(build("session_state", store.state(sink)))
+    if store.skipped:
+        sink.warn(
+            str(paths[0].name),
+            f"{store.skipped} Firestore documents are not in the layout of ADK's "
+            "FirestoreSessionService (sessions, user-event, app-state, user-state): not read",
+        )
+    if store.events:
+        sink.warn(str(paths[0].name), firestore.limits_warning(store))
+    return store.batch()
 
 
 def _read_file(

@@ -37,7 +37,7 @@ import pandas as pd
 from incidentkit.errors import SourceError
 from incidentkit.frames import conform
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources.base import Loaded, RejectSink, iter_lines, require_content
+from incidentkit.sources.base import Loaded, RejectSink, expand_paths, iter_lines, require_content
 from incidentkit.sources.jvm_clock import clock_offset, file_time, wall_time
 from incidentkit.times import holdable, localize, zone_of
 
@@ -55,7 +55,6 @@ _FAILED = "ERROR: Ran out of C-heap"
 _INT64 = 2**63 - 1
 _DIGITS = 19  # int64 has at most 19 digits: longer text is never converted
 COLUMNS = ("histogram", "taken_at", "rank", "class", "module", "instances", "bytes")
-_GLOB = frozenset("*?[")
 
 
 @dataclass
@@ -71,7 +70,7 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
     """Read every histogram file of ``spec`` (in order) into the ``class_histograms`` frame."""
     sink = RejectSink("histograms")
     parts: list[pd.DataFrame] = []
-    for path in expand(spec.paths):
+    for path in expand_paths(spec.paths, what="histograms"):
         require_content(path, what="histograms")
         histograms = _parse(path, sink)
         times = _times(histograms, path, sink, zone=zone_of(spec.naive_timestamps))
@@ -97,25 +96,6 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
         rejects=sink.frame(),
         warnings=sink.warnings(),
     )
-
-
-def expand(paths: tuple[Path, ...]) -> list[Path]:
-    """``paths`` with each pattern (``histograms/histo-*.txt``) replaced by its files in name
-    order; a pattern that matches no file is a SourceError."""
-    out: list[Path] = []
-    for path in paths:
-        if not _GLOB & set(path.name):
-            out.append(path)
-            continue
-        found = sorted(p for p in path.parent.glob(path.name) if p.is_file())
-        if not found:
-            raise SourceError(
-                "histograms: the pattern matches no file",
-                value=str(path),
-                fix="check the pattern in [histograms] paths (relative to the manifest's folder)",
-            )
-        out += found
-    return out
 
 
 def _parse(path: Path, sink: RejectSink) -> list[_Histogram]:

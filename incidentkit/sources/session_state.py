@@ -85,7 +85,7 @@ def _document_time(value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return pd.NaT
     times, _ = parse_utc(pd.Series([value], dtype=object), unit="s")
-    return times.iloc[0]
+    return times.dt.round("us").iloc[0]  # float seconds: binary noise below the µs
 
 
 def narrowed(state: pd.DataFrame, filters: Filters) -> pd.DataFrame:

@@ -21,6 +21,7 @@ from incidentkit.flows.common import (
     log_context,
     setting,
 )
+from incidentkit.flows.limits import with_limits
 from incidentkit.flows.orphans.actions import by_urgency, most_urgent_run
 from incidentkit.flows.orphans.findings import orphan_findings
 from incidentkit.flows.orphans.triage import OrphanReport, classify_orphans
@@ -86,7 +87,7 @@ def sweep(evidence: Evidence, settings: Settings) -> OrphanReport:
 def findings(report: OrphanReport, evidence: Evidence, settings: Settings) -> Findings:
     """The orphan flow's findings, with the incident's title, window, settings and rejects."""
     window = evidence.filters.window
-    return orphan_findings(
+    found = orphan_findings(
         report,
         title=evidence.title,
         window=None if window is None else (window.start, window.end),
@@ -94,6 +95,7 @@ def findings(report: OrphanReport, evidence: Evidence, settings: Settings) -> Fi
         app_name=settings.app_name,
         settings_from=settings.sources,
     )
+    return with_limits(found, evidence)
 
 
 SHOWN: Mapping[str, tuple[str, ...]] = {

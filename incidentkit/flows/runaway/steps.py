@@ -23,6 +23,7 @@ from incidentkit.flows.common import (
     up_to,
 )
 from incidentkit.flows.common import setting as profile_setting
+from incidentkit.flows.limits import with_limits
 from incidentkit.flows.runaway.findings import runaway_findings
 from incidentkit.flows.runaway.signatures import MIN_REPEATS
 from incidentkit.flows.runaway.triage import RunawayReport, triage_runaway
@@ -169,7 +170,8 @@ def triage(evidence: Evidence, settings: Settings) -> RunawayReport:
 
 def findings(report: RunawayReport, evidence: Evidence, settings: Settings) -> Findings:
     """The flow's findings, with the incident's title, window, settings and rejects."""
-    return runaway_findings(report, **findings_context(evidence, settings, SECTIONS))
+    found = runaway_findings(report, **findings_context(evidence, settings, SECTIONS))
+    return with_limits(found, evidence)
 
 
 SHOWN: Mapping[str, tuple[str, ...]] = {

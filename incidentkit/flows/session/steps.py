@@ -11,6 +11,7 @@ from incidentkit.findings import Findings
 from incidentkit.flows import FLOWS
 from incidentkit.flows._session import history, incident_window, open_session
 from incidentkit.flows.common import Settings, findings_context, frames_of, notes_view
+from incidentkit.flows.limits import with_limits
 from incidentkit.flows.session.findings import session_findings
 from incidentkit.flows.session.swimlane import plot_session
 from incidentkit.flows.session.triage import SessionReport, triage_session
@@ -57,7 +58,7 @@ def findings(report: SessionReport, evidence: Evidence, settings: Settings) -> F
     """The flow's findings, with the incident's title, window, settings and rejects."""
     context = findings_context(evidence, settings, SECTIONS)
     context["window"] = incident_window(evidence, settings["as_of"])
-    return session_findings(report, **context)
+    return with_limits(session_findings(report, **context), evidence)
 
 
 SHOWN: Mapping[str, tuple[str, ...]] = {

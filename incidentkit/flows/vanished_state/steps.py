@@ -15,6 +15,7 @@ from incidentkit.findings import Findings
 from incidentkit.flows import FLOWS
 from incidentkit.flows._session import history, incident_window, open_session
 from incidentkit.flows.common import Settings, findings_context, frames_of, notes_view
+from incidentkit.flows.limits import with_limits
 from incidentkit.flows.vanished_state.findings import vanished_state_findings
 from incidentkit.flows.vanished_state.triage import VanishedReport, triage_vanished_state
 
@@ -86,7 +87,7 @@ def findings(report: VanishedReport, evidence: Evidence, settings: Settings) -> 
     """The flow's findings, with the incident's title, window, settings and rejects."""
     context = findings_context(evidence, settings, SECTIONS)
     context["window"] = incident_window(evidence, settings["as_of"])
-    return vanished_state_findings(report, **context)
+    return with_limits(vanished_state_findings(report, **context), evidence)
 
 
 SHOWN: Mapping[str, tuple[str, ...]] = {

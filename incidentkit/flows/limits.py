@@ -1,0 +1,108 @@
+"""What a flow cannot conclude from lossy session evidence, said in its findings.
+
+A Firestore export (ADK Java's ``FirestoreSessionService``) keeps no invocation ids, no
+actions (no state deltas) and no call ids (:data:`incidentkit.sources.firestore.LIMITS`). A
+flow run on it keeps what the ledger, spans, journal and logs still prove, drops the items
+that would rest on the missing facts (an orphan class needs the run's events; a state verdict
+needs the deltas), and opens with an ``<flow>/evidence-limits`` item that says which
+conclusions it withheld and why. The verdict is then ``INCOMPLETE_EVIDENCE``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from incidentkit.evidence import Evidence
+from incidentkit.findings import Finding, Findings, Severity, Verdict
+from incidentkit.sources import firestore
+
+WITHHELD: Mapping[str, tuple[str, tuple[str, ...]]] = {
+    "orphans": (
+        "no orphan classes: an orphan's class comes from the events of its invocation, and "
+        "these events name none; crash loops, leases and duplicate effects (ledger and "
+        "journal) still stand",
+        (
+            "orphans/not-started",
+            "orphans/model-inflight",
+            "orphans/tool-unanswered",
+            "orphans/paused",
+            "orphans/waiting",
+            "orphans/actually-done",
+            "orphans/unknown",
+            "orphans/status-disagreements",
+            "orphans/call-id-journal",
+        ),
+    ),
+    "latency_cliff": (
+        "no last-event shape of an open invocation: its events cannot be found without "
+        "invocation ids; open invocations, the cliff and stuck threads (ledger, spans, dumps) "
+        "still stand",
+        ("latency_cliff/open-by-last-event",),
+    ),
+    "runaway": (
+        "no model calls counted from the events (no invocation ids) and no loop exits (no "
+        "state deltas or escalations): counts come from the ledger and spans only",
+        ("runaway/loops",),
+    ),
+    "vanished_state": (
+        "no state verdicts: without state deltas the kit cannot say which write set, "
+        "overwrote or lost a key, nor which invocations overlapped; the stored state is "
+        "shown as it is",
+        (
+            "vanished_state/keys",
+            "vanished_state/replayed-state",
+            "vanished_state/overlapping-invocations",
+        ),
+    ),
+    "session": (
+        "no invocation boundaries, state deltas or error codes: the transcript, the calls by "
+        "name and the error responses are shown; overlapping invocations cannot be told",
+        ("session/overlapping-invocations",),
+    ),
+    "overview": (
+        "the card's orphan and overlap lines rest on invocation ids these events lack: open "
+        "those flows for what they can still tell",
+        (),
+    ),
+}
+"""Per flow: what it withholds on Firestore evidence, and the item ids that would rest on it."""
+
+
+def lossy_events(evidence: Evidence) -> int:
+    """How many of the evidence's events come from a store that keeps no invocation ids."""
+    if not evidence.has("events"):
+        return 0
+    formats = evidence.frame("events")["source_format"]
+    return int((formats == firestore.FORMAT).sum())
+
+
+def with_limits(findings: Findings, evidence: Evidence) -> Findings:
+    """``findings`` as they stand on lossy events: the items resting on missing facts dropped,
+    an ``<flow>/evidence-limits`` item first, the verdict INCOMPLETE_EVIDENCE. Unchanged when
+    the events keep what the flow needs."""
+    n = lossy_events(evidence)
+    if n == 0:
+        return findings
+    flow = findings.flow
+    withheld, ids = WITHHELD.get(flow, ("", ()))
+    dropped = [item for item in findings.items if item.id in ids]
+    kept = [item for item in findings.items if item.id not in ids]
+    rows = tuple({"limit": limit, "source": firestore.FORMAT} for limit in firestore.LIMITS)
+    item = Finding(
+        f"{flow}/evidence-limits",
+        Severity.WARNING,
+        f"{n} event(s) come from a Firestore export, which keeps no invocation ids, actions "
+        "or call ids: some conclusions are withheld",
+        f"This flow gives {withheld}."
+        + (
+            f" Withheld: {', '.join(sorted({d.id for d in dropped}))}."
+            if dropped
+            else " Nothing it found rested on the missing facts."
+        ),
+        "Read what the ledger, spans and logs prove here. For a full verdict, keep sessions "
+        "in a store that records invocations and actions (ADK's VertexAiSessionService or a "
+        "database session service).",
+        rows=rows,
+    )
+    return replace(findings, verdict=Verdict.INCOMPLETE_EVIDENCE, items=(item, *kept))
