@@ -6,6 +6,7 @@ import heapq
 import json
 import os
 import random
+import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -296,8 +297,18 @@ def manifest_text(
         lines += ["", "[threads]", f"paths = [{names}]", 'format = "jcmd"']
         lines.append('naive_timestamps = "utc"' if zone == "UTC" else f"timezone = {_q(zone)}")
     if sections:
-        lines += ["", *sections]
+        lines.append("")
+        for line in sections:
+            lines += _with_engine(line) if engines else [line]
     return "\n".join([*lines, *profile_lines(engines=engines)]) + "\n"
+
+
+def _with_engine(line: str) -> list[str]:
+    """A scenario's manifest line, with its app's reasoning engine after an app header."""
+    match = re.fullmatch(r"\[apps\.([\w-]+)\]", line)
+    if match is None:
+        return [line]
+    return [line, f"reasoning_engine = {_q(exports.engine_of(match[1]))}"]
 
 
 def profile_lines(*, engines: bool = False) -> list[str]:

@@ -25,6 +25,8 @@ PACKS: tuple[tuple[str, str, str], ...] = (
     ("slow_death", "slow_death", "adk-java"),
     ("crash_recovery-adk-python", "crash_recovery", "adk-python"),
     ("vanished_state-adk-python", "vanished_state", "adk-python"),
+    ("crash_recovery-vertex-ai", "crash_recovery", "vertex-ai"),
+    ("vanished_state-firestore", "vanished_state", "firestore"),
 )
 """(folder, scenario, events format) of every committed pack."""
 

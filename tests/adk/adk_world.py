@@ -22,7 +22,7 @@ import base64
 import json
 import os
 from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from google.adk.models import BaseLlm, LlmRequest, LlmResponse
 from google.adk.runners import Runner
 from google.adk.sessions import BaseSessionService, DatabaseSessionService, Session
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
+from google.adk.sessions.vertex_ai_session_service import VertexAiSessionService
 from google.adk.tools import ToolContext
 from google.genai import types
 from opentelemetry import trace
@@ -53,6 +54,7 @@ SERVICE = "ik-adk-conformance"
 LIMIT = 1
 """``RunConfig.max_llm_calls`` of the run that hits the limit."""
 SCHEMA_ENV = "ADK_TELEMETRY_SCHEMA_VERSION_OPT_IN"
+ENTERPRISE_ENV = "GOOGLE_GENAI_USE_ENTERPRISE"
 """ADK 2.x telemetry schema switch: ``2`` (default, semconv-aligned) or ``1`` (legacy)."""
 
 # --- the scripted model ----------------------------------------------------------------------
@@ -355,9 +357,29 @@ async def _drain(runner: Runner, session_id: str, text: str, **kwargs: Any) -> N
         await agen.aclose()
 
 
+VERTEX = "vertex+"
+"""``vertex+http://host:port``: ``VertexAiSessionService`` against a local Agent Engine."""
+ENGINE_ID = "4242424242"
+
+
+class LocalVertexAiSessionService(VertexAiSessionService):
+    """ADK's own ``VertexAiSessionService``, its SDK client pointed at a local server (the
+    hook ADK gives subclasses for a custom endpoint)."""
+
+    def __init__(self, base_url: str) -> None:
+        super().__init__(agent_engine_id=ENGINE_ID, express_mode_api_key="local-test-key")
+        self._base_url = base_url
+
+    def _api_client_http_options_override(self) -> Any:
+        return {"base_url": self._base_url}
+
+
 def session_service(store: str) -> BaseSessionService:
     """``DatabaseSessionService`` for a SQLAlchemy async URL; ``SqliteSessionService`` (the
-    ``adk web`` / ``adk api_server`` default) for a plain ``.db`` file path."""
+    ``adk web`` / ``adk api_server`` default) for a plain ``.db`` file path;
+    ``VertexAiSessionService`` for ``vertex+<base url>``."""
+    if store.startswith(VERTEX):
+        return LocalVertexAiSessionService(store.removeprefix(VERTEX))
     if "://" in store:
         return DatabaseSessionService(db_url=store)
     return SqliteSessionService(db_path=store)
@@ -397,7 +419,9 @@ async def _run(store: str) -> tuple[tuple[Session, ...], LlmCallsLimitExceededEr
         return tuple(sessions), limit_error
     finally:
         await runner.close()
-        await service.close()
+        close = getattr(service, "close", None)  # VertexAiSessionService holds no connection
+        if close is not None:
+            await close()
 
 
 def save_session_json(session: Session, folder: Path) -> Path:
@@ -421,7 +445,9 @@ def build_world(store: str, folder: Path, *, telemetry_schema: str = "2") -> Wor
     """
     exporter = span_exporter()
     exporter.clear()
-    with scoped_env(SCHEMA_ENV, telemetry_schema):
+    # Express mode (an API key, no project) makes the SDK call the local server's routes.
+    vertex = scoped_env(ENTERPRISE_ENV, "true") if store.startswith(VERTEX) else nullcontext()
+    with scoped_env(SCHEMA_ENV, telemetry_schema), vertex:
         sessions, limit_error = asyncio.run(_run(store))
     spans = tuple(exporter.get_finished_spans())
     exporter.clear()

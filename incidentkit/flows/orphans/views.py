@@ -148,7 +148,11 @@ def duplicate_effects(
         ["key", "invocation_id", "function_call_id", "status"],
     ]
     j = j.assign(
-        business_key=j["function_call_id"].map(key_of_call["business_key"]).fillna(j["key"]),
+        # astype: with no call ids (a Firestore export) the map is all-NaN floats
+        business_key=j["function_call_id"]
+        .map(key_of_call["business_key"])
+        .astype(object)
+        .fillna(j["key"]),
         done=j["status"] == JournalStatus.DONE,
     )
     j = j[j["business_key"].duplicated(keep=False)]  # so every group has two or more
