@@ -24,6 +24,8 @@ TIME_COLUMNS: Mapping[str, tuple[str, str]] = {
     "diagnostics": ("ts", "ts"),
     "threads": ("taken_at", "taken_at"),
     "class_histograms": ("taken_at", "taken_at"),
+    **{name: ("ts", "ts") for name in ("jfr_samples", "jfr_allocations", "jfr_old_objects")},
+    **{name: ("ts", "ts") for name in ("jfr_heap", "jfr_locks")},
 }
 EXAMPLES = 5
 

@@ -26,6 +26,11 @@ FRAME_SOURCES: Mapping[str, str] = {
     "diagnostics": "diagnostics",
     "threads": "threads",
     "class_histograms": "histograms",
+    "jfr_samples": "jfr",
+    "jfr_allocations": "jfr",
+    "jfr_old_objects": "jfr",
+    "jfr_heap": "jfr",
+    "jfr_locks": "jfr",
 }
 """Which manifest section produces each canonical frame."""
 
@@ -155,6 +160,26 @@ class Evidence:
     @property
     def class_histograms(self) -> pd.DataFrame:
         return self.frame("class_histograms")
+
+    @property
+    def jfr_samples(self) -> pd.DataFrame:
+        return self.frame("jfr_samples")
+
+    @property
+    def jfr_allocations(self) -> pd.DataFrame:
+        return self.frame("jfr_allocations")
+
+    @property
+    def jfr_old_objects(self) -> pd.DataFrame:
+        return self.frame("jfr_old_objects")
+
+    @property
+    def jfr_heap(self) -> pd.DataFrame:
+        return self.frame("jfr_heap")
+
+    @property
+    def jfr_locks(self) -> pd.DataFrame:
+        return self.frame("jfr_locks")
 
     @property
     def rejects(self) -> pd.DataFrame:

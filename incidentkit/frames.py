@@ -264,6 +264,75 @@ CLASS_HISTOGRAMS = _spec(
         "bytes": INT,
     },
 )
+JFR_SAMPLES = _spec(
+    "jfr_samples",
+    "One row per execution or native-method sample of a JFR recording; frames lists the "
+    "sampled stack, top first, as in the threads frame.",
+    recording=STR,
+    ts=TS,
+    event_type=STR,
+    thread=STR,
+    state=STR,
+    top_frame=STR,
+    frames=OBJ,
+)
+JFR_ALLOCATIONS = _spec(
+    "jfr_allocations",
+    "One row per allocation sample (jdk.ObjectAllocationSample); weight is the bytes the "
+    "sample stands for.",
+    **{
+        "recording": STR,
+        "ts": TS,
+        "thread": STR,
+        "class": STR,
+        "weight": INT,
+        "top_frame": STR,
+        "frames": OBJ,
+    },
+)
+JFR_OLD_OBJECTS = _spec(
+    "jfr_old_objects",
+    "One row per old-object sample (jdk.OldObjectSample): an object still alive when the "
+    "recording ended, a leak candidate; frames is where it was allocated.",
+    **{
+        "recording": STR,
+        "ts": TS,
+        "thread": STR,
+        "class": STR,
+        "allocated_at": TS,
+        "heap_used": NINT,
+        "array_elements": NINT,
+        "top_frame": STR,
+        "frames": OBJ,
+    },
+)
+JFR_HEAP = _spec(
+    "jfr_heap",
+    "One row per heap summary of a JFR recording (jdk.GCHeapSummary): heap used before and "
+    "after each GC.",
+    recording=STR,
+    ts=TS,
+    gc_id=INT,
+    when=STR,
+    heap_used=INT,
+    heap_committed=NINT,
+)
+JFR_LOCKS = _spec(
+    "jfr_locks",
+    "One row per monitor enter, monitor wait or thread park a JFR recording holds (each "
+    "longer than the recording's threshold, 20 ms by default).",
+    **{
+        "recording": STR,
+        "ts": TS,
+        "event_type": STR,
+        "thread": STR,
+        "duration_ms": FLOAT,
+        "class": STR,
+        "previous_owner": STR,
+        "top_frame": STR,
+        "frames": OBJ,
+    },
+)
 REJECTS = _spec(
     "rejects",
     "One row per input row the kit could not read, with where it was and why.",
@@ -295,6 +364,11 @@ FRAMES: Mapping[str, FrameSpec] = {
         DIAGNOSTICS,
         THREADS,
         CLASS_HISTOGRAMS,
+        JFR_SAMPLES,
+        JFR_ALLOCATIONS,
+        JFR_OLD_OBJECTS,
+        JFR_HEAP,
+        JFR_LOCKS,
         REJECTS,
         WARNINGS,
     )
@@ -320,7 +394,14 @@ def empty(name: str) -> pd.DataFrame:
     return pd.DataFrame({col: pd.Series([], dtype=dtype) for col, dtype in spec.columns})
 
 
-TUPLE_COLUMNS = frozenset({("events", "long_running_tool_ids"), ("threads", "frames")})
+TUPLE_COLUMNS = frozenset(
+    {
+        ("events", "long_running_tool_ids"),
+        ("threads", "frames"),
+        *((name, "frames") for name in ("jfr_samples", "jfr_allocations", "jfr_old_objects")),
+        ("jfr_locks", "frames"),
+    }
+)
 """Object columns whose values are tuples by contract (empty tuple when there are none)."""
 
 

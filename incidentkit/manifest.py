@@ -27,7 +27,10 @@ from incidentkit.redact import has_query_secret, redact_url, remember_url
 from incidentkit.times import utc_timestamp
 
 MANIFEST_NAME = "evidence.toml"
-SECTIONS = ("ledger", "events", "journal", "spans", "diagnostics", "threads", "histograms")
+SECTIONS = (
+    *("ledger", "events", "journal", "spans", "diagnostics", "threads", "histograms"),
+    "jfr",
+)
 FORMATS: Mapping[str, tuple[str, ...]] = {
     "ledger": ("sql", "csv", "jsonl"),
     "events": (
@@ -43,6 +46,7 @@ FORMATS: Mapping[str, tuple[str, ...]] = {
     "diagnostics": ("text", "json"),
     "threads": ("jcmd",),
     "histograms": ("jcmd",),
+    "jfr": ("jfr", "jfr-json"),
 }
 _SECTION_KEYS = {
     "url",

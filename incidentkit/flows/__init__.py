@@ -41,7 +41,7 @@ FLOWS: Mapping[str, Flow] = {
         notebook="latency_cliff.ipynb",
         summary="find when latency fell off a cliff, which invocations hang on what, which "
         "threads are stuck, and the fix",
-        sections=("diagnostics", "spans", "ledger", "events", "threads"),
+        sections=("diagnostics", "spans", "ledger", "events", "threads", "jfr"),
         profile_keys=("client_timeout_s",),
     ),
     "runaway": Flow(
@@ -75,7 +75,10 @@ FLOWS: Mapping[str, Flow] = {
         notebook="overview.ipynb",
         summary="the triage card: every flow's cheap check on every app, ordered by the "
         "reported symptom, each line with the flow to open next",
-        sections=("ledger", "events", "journal", "spans", "diagnostics", "threads"),
+        sections=(
+            *("ledger", "events", "journal", "spans", "diagnostics"),
+            *("threads", "histograms", "jfr"),
+        ),
         profile_keys=(
             *("client_timeout_s", "max_llm_calls", "loop_exit_keys"),
             *("terminal_agent", "key_templates", "attempts_cap"),

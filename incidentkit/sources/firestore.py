@@ -38,7 +38,7 @@ import pandas as pd
 from incidentkit.frames import build, empty
 from incidentkit.sources.adk_events import Batch, Origin
 from incidentkit.sources.base import RejectSink
-from incidentkit.sources.vertex import parse_time
+from incidentkit.sources.vertex import parse_stamp, parse_time
 
 FORMAT = "firestore-json"
 ORIGIN = Origin(FORMAT, "s", python=False, invocations=False)
@@ -273,12 +273,8 @@ def _rows(
         scopes = ["temp" if k.startswith("temp:") else "session" for k in keys]
     else:
         scopes = [scope] * len(keys)
-    stamp = parse_time(updated)
-    when = (
-        pd.to_datetime(stamp, unit="s", utc=True).round("us")
-        if isinstance(stamp, float)
-        else pd.NaT
-    )
+    stamp = parse_stamp(updated)
+    when = pd.NaT if stamp is None else stamp
     return build(
         "session_state",
         {

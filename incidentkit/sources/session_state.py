@@ -80,12 +80,14 @@ def from_document(
 
 
 def _document_time(value: Any) -> Any:
-    """A session document's ``lastUpdateTime`` (epoch seconds, Java and Python alike), NaT
-    when it has none."""
+    """A session document's ``lastUpdateTime`` (epoch seconds, Java and Python alike, or a
+    time already read), NaT when it has none."""
+    if isinstance(value, pd.Timestamp):  # read from text already (Vertex AI's updateTime)
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         return pd.NaT
     times, _ = parse_utc(pd.Series([value], dtype=object), unit="s")
-    return times.dt.round("us").iloc[0]  # float seconds: binary noise below the µs
+    return times.iloc[0]
 
 
 def narrowed(state: pd.DataFrame, filters: Filters) -> pd.DataFrame:

@@ -129,6 +129,20 @@ def parse_time(value: Any) -> Any:
     return value
 
 
+def parse_stamp(value: Any) -> pd.Timestamp | None:
+    """A time of the API (RFC 3339 text or ``{"seconds", "nanos"}``) to the nanosecond, None
+    when it is neither."""
+    seconds = parse_time(value)
+    if not isinstance(seconds, float):
+        return None
+    try:  # out of the frames' range (years 1677-2262): unknown, as an unreadable time
+        if isinstance(value, str):
+            return pd.Timestamp(value).tz_convert("UTC")
+        return pd.Timestamp(int(value["seconds"]) * 10**9 + int(value.get("nanos", 0)), tz="UTC")
+    except (ValueError, OverflowError):  # OutOfBoundsDatetime is a ValueError
+        return None
+
+
 def to_event(wire: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """The ADK event JSON (camelCase) of one ``SessionEvent``, and whether it was kept raw."""
     name = wire.get("name")
@@ -202,14 +216,14 @@ class Sessions:
             return
         app = self.app(match["engine"])
         self.users[(app, match["session"])] = user
-        updated = parse_time(_get(session, "updateTime", "update_time"))
+        updated = parse_stamp(_get(session, "updateTime", "update_time"))
         self.states.append(
             session_state.from_document(
                 _get(session, "sessionState", "session_state"),
                 app_name=app,
                 user_id=user,
                 session_id=match["session"],
-                updated_at=updated if isinstance(updated, float) else None,
+                updated_at=updated,
                 source="Vertex AI session state",
                 location=location,
                 sink=sink,

@@ -27,7 +27,11 @@ PROPERTY = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 scalars = (
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)  # JSON has no Infinity
+    | st.text(max_size=8)
 )
 values = st.recursive(
     scalars,

@@ -36,7 +36,14 @@ OPEN_ROW = [
     *("last_event_kind", "tool", "call_id", "lease_expired"),
 ]
 BY_LAST_EVENT_ROW = ["last_event_kind", "tool", "count", "invocation_ids"]
-STUCK_ROW = ["top_frame", "app_frame", "state", "threads", "count", "tool", "pool", "client"]
+STUCK_ROW = [
+    *("top_frame", "app_frame", "state", "threads", "count", "tool", "pool", "client"),
+    "evidence",
+]
+CONTENTION_ROW = [
+    *("class", "kind", "threads", "count", "blocked_ms", "max_ms", "owners", "app_frame"),
+    *("first", "last"),
+]
 IDLE_ROW = ["top_frame", "app_frame", "state", "threads", "count", "pool", "idle_reason"]
 
 
@@ -147,11 +154,14 @@ def _threads(report: LatencyReport, limit: int | None) -> list[Finding]:
             Finding(
                 f"{FLOW}/stuck-threads",
                 Severity.CRITICAL if pd.notna(top["tool"]) else Severity.WARNING,
-                f"{int(stalls['count'].sum())} thread(s) stuck in all {report.dumps} dumps; "
+                f"{int(stalls['count'].sum())} thread(s) stuck {_backing(report, stalls)}; "
                 f"{top['count']} of {top['pool']} in {where} ({top['state']}{tied})",
-                "The same thread (name and nid) in the same state with the same top frames in "
-                "every dump: it has not moved between them. Grouped by top frame and first "
-                "application frame; the group tied to the open calls first.",
+                "Thread dumps: the same thread (name and nid) in the same state with the same "
+                "top frames in every dump, so it has not moved between them. JFR: every "
+                "native-method sample of the thread, through the recording, in the same frames, "
+                "and no execution sample. Each group's evidence says which backs it (both: the "
+                "recording corroborates the dumps). Grouped by top frame and first application "
+                "frame; the group tied to the open calls first.",
                 "Apply the fix below to the client in the first group's frames."
                 if pd.notna(top["tool"])
                 else "Read each group's frames: no open call's tool names them.",
@@ -173,6 +183,40 @@ def _threads(report: LatencyReport, limit: int | None) -> list[Finding]:
             )
         )
     return items
+
+
+def _backing(report: LatencyReport, stalls: pd.DataFrame) -> str:
+    """Where the stuck threads were seen, for the title."""
+    sources = set(stalls["evidence"])
+    dumps = f"in all {report.dumps} dumps"
+    jfr = "in one native call through the JFR recording"
+    if sources == {"JFR samples"}:
+        return jfr
+    if "JFR samples" in sources or "thread dumps and JFR samples" in sources:
+        return f"{dumps} and {jfr}"
+    return dumps
+
+
+def _contention(report: LatencyReport, limit: int | None) -> Finding | None:
+    locks = report.contention
+    if locks.empty:
+        return None
+    top = locks.iloc[0]
+    threads = ", ".join(top["threads"])
+    return Finding(
+        f"{FLOW}/lock-contention",
+        Severity.WARNING,
+        f"{len(locks)} contended lock(s); {top['class']} ({top['kind']}) blocked "
+        f"{top['count']} time(s), {seconds(top['blocked_ms'])} in total, of {threads}",
+        "From the JFR recording: threads blocked entering a synchronized monitor "
+        "(jdk.JavaMonitorEnter) or parked acquiring a java.util.concurrent lock "
+        "(jdk.ThreadPark), each longer than the recording's threshold (20 ms by default); "
+        "owners are the threads that held a monitor before.",
+        "Shorten what runs while the lock is held (no I/O or sleep inside it), or split the "
+        "lock; the app_frame is where the threads wait.",
+        rows_of(locks, CONTENTION_ROW, limit=limit),
+        len(locks),
+    )
 
 
 def _fix(report: LatencyReport) -> Finding | None:
@@ -205,7 +249,8 @@ def latency_findings(
 
     Verdict: INCOMPLETE_EVIDENCE when ``rejects`` (unread rows of the flow's sources) is not
     empty or no source times an invocation; else ACTION_NEEDED when any finding needs action
-    (a cliff, an invocation open past the client timeout, stuck threads, a disagreement);
+    (a cliff, an invocation open past the client timeout, stuck threads, a disagreement,
+    lock contention);
     else CLEAN.
     """
     rejects = rejects if rejects is not None else pd.DataFrame()
@@ -229,6 +274,9 @@ def latency_findings(
     fix = _fix(report)
     if fix is not None:
         items.append(fix)
+    locks = _contention(report, row_limit)
+    if locks is not None:
+        items.append(locks)
     disagree = report.disagreements
     if len(disagree):
         items.append(
@@ -253,6 +301,8 @@ def latency_findings(
         "errors": int(series["error"].sum()),
         "idle_threads": int(report.idle_threads["count"].sum()),
         "dumps": report.dumps,
+        "jfr_recordings": report.recordings,
+        "contended_locks": len(report.contention),
         "source_disagreements": len(disagree),
         "rejects": len(rejects),
     }

@@ -156,6 +156,16 @@ def idle_reason(name: str, state: str, frames: Sequence[str], *, explained: bool
     return None
 
 
+DUMPS, JFR, BOTH = "thread dumps", "JFR samples", "thread dumps and JFR samples"
+"""What backs a stuck thread (the ``evidence`` of each stuck-thread group)."""
+
+
+def _backed_by(evidence: set[str]) -> str:
+    if BOTH in evidence or {DUMPS, JFR} <= evidence:
+        return BOTH
+    return next(iter(evidence)) if evidence else DUMPS
+
+
 GROUP_COLUMNS: Mapping[str, str] = {
     "top_frame": STR,
     "app_frame": STR,
@@ -168,6 +178,7 @@ GROUP_COLUMNS: Mapping[str, str] = {
     "tool_frame": STR,
     "idle": BOOL,
     "idle_reason": STR,
+    "evidence": STR,
 }
 
 
@@ -186,7 +197,8 @@ def client_of(frames: Sequence[str]) -> str | None:
 def group_stuck(stuck: pd.DataFrame, tools: Iterable[str]) -> pd.DataFrame:
     """Stuck threads grouped by (top frame, first application frame, state), with their names,
     pool and count; tied to the open calls' ``tools``; the tied groups first, then the other
-    stalls by size, then the groups idle by design."""
+    stalls by size, then the groups idle by design. ``evidence`` says what backs each group
+    (the rows' own ``evidence`` column, else thread dumps)."""
     wanted = sorted({str(t) for t in tools if isinstance(t, str) and t})
     if stuck.empty:
         return as_columns(pd.DataFrame(columns=list(GROUP_COLUMNS)), GROUP_COLUMNS)
@@ -211,6 +223,9 @@ def group_stuck(stuck: pd.DataFrame, tools: Iterable[str]) -> pd.DataFrame:
                 "pool": ", ".join(pools),
                 "client": client_of(stack) if tied else None,
                 "tool_frame": tied[0][1] if tied else None,
+                "evidence": _backed_by(
+                    set(group["evidence"].dropna()) if "evidence" in group else set()
+                ),
                 "_stack": stack,
                 "_name": names[0],
             }

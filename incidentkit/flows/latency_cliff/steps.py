@@ -23,9 +23,11 @@ from incidentkit.flows.common import (
 from incidentkit.flows.common import setting as profile_setting
 from incidentkit.flows.latency_cliff.findings import latency_findings
 from incidentkit.flows.latency_cliff.triage import LatencyReport, triage_latency
+from incidentkit.flows.limits import with_limits
 
 FLOW = "latency_cliff"
-SECTIONS = FLOWS[FLOW].sections
+SECTIONS = tuple(dict.fromkeys((*FLOWS[FLOW].sections, "jfr")))
+"""The sections whose rejects make the verdict incomplete (a JFR recording among them)."""
 DEFAULT_TIMEOUT_S = 60
 DEFAULT_BUCKET = "1min"
 
@@ -84,17 +86,21 @@ def triage(evidence: Evidence, settings: Settings) -> LatencyReport:
     frames = frames_of(
         evidence, ("runs", "events", "calls", "responses", "spans", "diagnostics", "threads")
     )
+    jfr = evidence.has("jfr")
     return triage_latency(
         frames,
         as_of=settings["as_of"],
         client_timeout_s=settings["client_timeout_s"],
         bucket=_bucket(settings["bucket"]),
+        jfr_samples=evidence.frame("jfr_samples") if jfr else None,
+        jfr_locks=evidence.frame("jfr_locks") if jfr else None,
     )
 
 
 def findings(report: LatencyReport, evidence: Evidence, settings: Settings) -> Findings:
     """The flow's findings, with the incident's title, window, settings and rejects."""
-    return latency_findings(report, **findings_context(evidence, settings, SECTIONS))
+    found = latency_findings(report, **findings_context(evidence, settings, SECTIONS))
+    return with_limits(found, evidence)
 
 
 SHOWN: Mapping[str, tuple[str, ...]] = {
@@ -108,10 +114,14 @@ SHOWN: Mapping[str, tuple[str, ...]] = {
         *("last_event_kind", "tool", "call_id"),
     ),
     "by_last_event": ("last_event_kind", "tool", "count", "invocation_ids"),
-    "stalls": ("count", "pool", "state", "tool", "client", "app_frame", "top_frame", "threads"),
+    "stalls": (
+        *("count", "pool", "state", "tool", "client", "app_frame", "top_frame", "threads"),
+        "evidence",
+    ),
     "idle_threads": ("count", "pool", "state", "idle_reason", "app_frame", "top_frame"),
     "fix": ("step", "fix", "change"),  # tool and client are named in every change
     "disagreements": ("invocation_id", "source", "other_source", "ms", "other_ms", "detail"),
+    "contention": ("class", "kind", "count", "blocked_ms", "max_ms", "threads", "owners"),
 }
 """The columns each view shows in the report; findings.json keeps every column."""
 

@@ -31,6 +31,12 @@ from incidentkit.flows.latency_cliff.latency import (
     from_spans,
     per_bucket,
 )
+from incidentkit.flows.latency_cliff.samples import (
+    CONTENTION_COLUMNS,
+    contention,
+    sampled_stuck,
+    with_sampled,
+)
 from incidentkit.flows.latency_cliff.stacks import group_stuck, stuck_threads
 from incidentkit.frames import BOOL, FLOAT, INT, STR, TS
 
@@ -79,6 +85,10 @@ class LatencyReport:
     dumps: int
     fix: pd.DataFrame
     notes: tuple[str, ...] = field(default_factory=tuple)
+    recordings: int = 0
+    """JFR recordings whose samples were read for stuck threads."""
+    contention: pd.DataFrame = field(default_factory=lambda: empty_contention())
+    """Contended monitors and locks of the JFR recordings (:data:`.samples.CONTENTION_COLUMNS`)."""
 
     @property
     def has_cliff(self) -> bool:
@@ -226,8 +236,14 @@ def triage_latency(
     as_of: pd.Timestamp,
     client_timeout_s: float = 60.0,
     bucket: pd.Timedelta = ONE_MINUTE,
+    jfr_samples: pd.DataFrame | None = None,
+    jfr_locks: pd.DataFrame | None = None,
 ) -> LatencyReport:
-    """The whole flow on one app's frames (see the module docstring of each step)."""
+    """The whole flow on one app's frames (see the module docstring of each step).
+
+    ``jfr_samples`` and ``jfr_locks`` (a JFR recording's frames, when there is one) add the
+    threads sampled in one native call through the recording to the stuck threads, and the
+    contended monitors and locks."""
     by_source = {name: as_at(frame, as_of) for name, frame in latency_by_source(frames).items()}
     notes: list[str] = []
     source = _best_source(by_source, notes)
@@ -267,15 +283,20 @@ def triage_latency(
         notes.append("No event log: what each open invocation waits on is unknown (no_events).")
     threads = frames.threads
     dumps = int(threads["dump"].nunique())
+    samples = jfr_samples if jfr_samples is not None else pd.DataFrame()
+    recordings = int(samples["recording"].nunique()) if len(samples) else 0
+    sampled = sampled_stuck(samples) if recordings else pd.DataFrame()
+    stuck = stuck_threads(threads) if dumps >= 2 else threads.iloc[0:0]
     if dumps < 2:
         notes.append(
-            "No thread verdict: "
+            ("Stuck threads from the JFR samples only: " if recordings else "No thread verdict: ")
             + ("no thread dumps" if dumps == 0 else "one thread dump")
             + " (take two with jcmd <pid> Thread.print, ten seconds apart, while runs hang)."
         )
-        groups = group_stuck(pd.DataFrame(), ())
+    if dumps >= 2 or len(sampled):
+        groups = group_stuck(with_sampled(stuck, sampled), hung["tool"].dropna().unique())
     else:
-        groups = group_stuck(stuck_threads(threads), hung["tool"].dropna().unique())
+        groups = group_stuck(pd.DataFrame(), ())
     others = {name: frame for name, frame in by_source.items() if name != source}
     disagreements = cross_check(best, others) if source else cross_check(best, {})
     report = LatencyReport(
@@ -296,8 +317,14 @@ def triage_latency(
         dumps=dumps,
         fix=as_columns(pd.DataFrame(columns=list(FIX_COLUMNS)), FIX_COLUMNS),
         notes=tuple(notes),
+        recordings=recordings,
+        contention=contention(jfr_locks) if jfr_locks is not None else empty_contention(),
     )
     return _with_fix(report)
+
+
+def empty_contention() -> pd.DataFrame:
+    return as_columns(pd.DataFrame(columns=list(CONTENTION_COLUMNS)), CONTENTION_COLUMNS)
 
 
 def _with_fix(report: LatencyReport) -> LatencyReport:

@@ -30,6 +30,7 @@ CHECKS = (
     "quiet-errors",
     "overlapping-invocations",
     "growing-classes",
+    "heap-growth",
 )
 """Every check, in the order the card lists them without a symptom (severity first)."""
 
@@ -67,7 +68,7 @@ SYMPTOMS: Mapping[str, Symptom] = {
     "crash": Symptom(
         "the run ledger (RUNNING rows whose lease expired), then the event log's last events "
         "and the side-effect journal of those runs",
-        ("orphans", "open-past-timeout", "growing-classes", "quiet-errors"),
+        ("orphans", "open-past-timeout", "growing-classes", "heap-growth", "quiet-errors"),
     ),
     "errors": Symptom(
         "the event log's error codes and the diagnostics log's model/tool/run.error and "
@@ -77,7 +78,7 @@ SYMPTOMS: Mapping[str, Symptom] = {
     "restarts": Symptom(
         "two GC.class_histogram dumps an hour apart (which classes grow), then the ledger's "
         "orphans each restart left",
-        ("growing-classes", "orphans", "open-past-timeout"),
+        ("growing-classes", "heap-growth", "orphans", "open-past-timeout"),
     ),
 }
 """The triage card: each symptom's first evidence and the checks it lists first."""
@@ -311,6 +312,31 @@ def _growth(histograms: pd.DataFrame | None) -> dict[str, Any]:
     return _line("growing-classes", "WARNING", len(growing), title, flow, evidence)
 
 
+def _heap(heap: pd.DataFrame | None, old_objects: pd.DataFrame | None) -> dict[str, Any]:
+    flow, evidence = "overview", "JFR recording (heap after GC, old-object samples)"
+    if heap is None or heap.empty:
+        return _not_checked("heap-growth", flow, evidence, "no JFR heap summaries")
+    from incidentkit.flows.overview.heap import heap_after_gc, leak_candidates
+
+    trend = heap_after_gc(heap)
+    growing = trend.loc[trend["growing"]]
+    if growing.empty:
+        return _line("heap-growth", "INFO", 0, "heap used after GC does not grow", flow, evidence)
+    top = growing.iloc[0]
+    title = (
+        f"heap used after GC grows {int(top['first_after_bytes']):,} → "
+        f"{int(top['last_after_bytes']):,} bytes over {int(top['gcs'])} GCs"
+    )
+    leaks = leak_candidates(old_objects) if old_objects is not None else None
+    if leaks is not None and len(leaks):
+        first = leaks.iloc[0]
+        name = first["holder"] if isinstance(first["holder"], str) else first["class"]
+        title += f"; old objects: {readable_class(str(first['class']))} held by {name}"
+        if isinstance(first["culprit"], str):
+            title += f", pointing at {first['culprit']}"
+    return _line("heap-growth", "WARNING", len(growing), title, flow, evidence)
+
+
 CheckFn = Callable[[], list[dict[str, Any]]]
 
 
@@ -321,6 +347,8 @@ def triage_card(
     profile: Profile,
     histograms: pd.DataFrame | None = None,
     symptom: str | None = None,
+    jfr_heap: pd.DataFrame | None = None,
+    jfr_old_objects: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """The card (:data:`LINE_COLUMNS`), one line per check: the symptom's order when one is
     given (its checks first), else by severity; a check that fails on odd evidence is a
@@ -333,6 +361,7 @@ def triage_card(
         (("quiet-errors",), "session", lambda: [_errors(frames)]),
         (("overlapping-invocations",), "vanished_state", lambda: [_overlaps(frames)]),
         (("growing-classes",), "overview", lambda: [_growth(histograms)]),
+        (("heap-growth",), "overview", lambda: [_heap(jfr_heap, jfr_old_objects)]),
     ]  # fmt: skip
     lines: list[dict[str, Any]] = []
     for checks, flow, run in steps:

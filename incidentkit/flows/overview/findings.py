@@ -27,6 +27,8 @@ from incidentkit.flows.overview.growth import ADVICE
 from incidentkit.flows.overview.triage import OverviewReport
 
 FLOW = "overview"
+LEAK_ROW = ["class", "allocated_in", "holder", "samples", "culprit"]
+HEAP_ROW = ["recording", "gcs", "first_after_bytes", "last_after_bytes", "growth_bytes"]
 CARD_ROW = [
     *("check", "severity", "count", "title", "flow", "evidence"),
     *("command", "session_id", "link", "report_verdict"),
@@ -50,7 +52,7 @@ def _card(report: OverviewReport, limit: int | None) -> Finding:
         steps = []
         for row in urgent.to_dict("records"):
             command = row.get("command")
-            if row["check"] == "growing-classes":
+            if row["check"] in ("growing-classes", "heap-growth"):
                 steps.append(f"for the classes that grow: {ADVICE}")
             elif isinstance(command, str):
                 steps.append(f"the {row['flow']} flow: {command}")
@@ -67,6 +69,31 @@ def _card(report: OverviewReport, limit: int | None) -> Finding:
         f"{FLOW}/card", severity, title, detail.strip(), action,
         rows_of(card, [c for c in (*CARD_ROW, "app") if c in card], limit=limit), len(card),
     )  # fmt: skip
+
+
+def _heap(report: OverviewReport, limit: int | None) -> Finding | None:
+    heap = report.heap
+    if heap.empty or not heap["growing"].any():
+        return None
+    top = heap.loc[heap["growing"]].iloc[0]
+    leaks = report.leaks
+    named = ""
+    if len(leaks):
+        first = leaks.iloc[0]
+        holder = first["holder"] if isinstance(first["holder"], str) else first["class"]
+        named = f"; most old-object samples: {first['class']} allocated in {holder}"
+    return Finding(
+        f"{FLOW}/heap-growth",
+        Severity.WARNING,
+        f"heap used after GC grows from {int(top['first_after_bytes']):,} to "
+        f"{int(top['last_after_bytes']):,} bytes over {int(top['gcs'])} GCs{named}",
+        "From the JFR recording: heap used after each GC (what survives) climbs from GC to "
+        "GC. The old-object samples are objects allocated during the recording and still "
+        "alive at its end, by class and the application frame that allocated them.",
+        ADVICE,
+        rows_of(leaks, LEAK_ROW, limit=limit) if len(leaks) else rows_of(heap, HEAP_ROW),
+        len(leaks) if len(leaks) else len(heap),
+    )
 
 
 def _symptom(report: OverviewReport) -> Finding | None:
@@ -106,6 +133,9 @@ def overview_findings(
     if symptom is not None:
         items.append(symptom)
     items.append(_card(report, row_limit))
+    heap = _heap(report, row_limit)
+    if heap is not None:
+        items.append(heap)
     counts = report.card["severity"].value_counts()
     summary = {
         "checks": len(report.card),

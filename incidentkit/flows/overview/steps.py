@@ -26,18 +26,22 @@ from incidentkit.flows.common import (
     up_to,
 )
 from incidentkit.flows.common import setting as profile_setting
+from incidentkit.flows.limits import with_limits
 from incidentkit.flows.overview.card import SYMPTOMS, Profile, ordered
 from incidentkit.flows.overview.findings import overview_findings
 from incidentkit.flows.overview.triage import OverviewReport, read_summary, triage_overview
 from incidentkit.frames import FRAMES
 
 FLOW = "overview"
-SECTIONS = FLOWS[FLOW].sections
+SECTIONS = tuple(dict.fromkeys((*FLOWS[FLOW].sections, "jfr")))
+"""The sections whose rejects make the verdict incomplete (a JFR recording among them)."""
 READS = (
     *("runs", "events", "calls", "responses", "state_writes", "journal"),
     *("spans", "diagnostics", "threads"),
 )
 """The frames the flow reads (once, for every app)."""
+JVM_CHECKS = ("growing-classes", "heap-growth")
+"""Checks of the JVM's evidence (histograms, a JFR recording), not of one app's."""
 
 
 def _symptom(value: Any) -> str | None:
@@ -147,6 +151,9 @@ def triage(
         if "class_histograms" in FRAMES and evidence.has("histograms")
         else None
     )
+    jfr = evidence.has("jfr")
+    jfr_heap = evidence.frame("jfr_heap") if jfr else None
+    jfr_old = evidence.frame("jfr_old_objects") if jfr else None
     summary = read_summary(summary_path)
     cards: list[pd.DataFrame] = []
     report = None
@@ -158,16 +165,20 @@ def triage(
             histograms=histograms,
             symptom=settings["symptom"],
             summary=summary,
+            jfr_heap=jfr_heap,
+            jfr_old_objects=jfr_old,
         )
         card = report.card.assign(app=app or None)
-        if cards:  # the JVM's histograms are on the first app's card only
-            card = card.loc[card["check"].ne("growing-classes")]
+        if cards:  # the JVM's histograms and recording are on the first app's card only
+            card = card.loc[~card["check"].isin(JVM_CHECKS)]
         cards.append(card)
     assert report is not None
     card = pd.concat(cards, ignore_index=True)
-    card.loc[card["check"].eq("growing-classes"), "app"] = None  # the JVM's, not an app's
+    card.loc[card["check"].isin(JVM_CHECKS), "app"] = None  # the JVM's, not an app's
     if not evidence.has("histograms") and settings["symptom"] != "restarts":
         card = card.loc[card["check"].ne("growing-classes")]  # nothing to check it on
+    if not jfr:
+        card = card.loc[card["check"].ne("heap-growth")]
     card["command"] = commands(card, evidence)
     return replace(report, card=ordered(card, settings["symptom"]))
 
@@ -202,7 +213,8 @@ def commands(card: pd.DataFrame, evidence: Evidence) -> pd.Series:
 
 def findings(report: OverviewReport, evidence: Evidence, settings: Settings) -> Findings:
     """The flow's findings, with the incident's title, window, settings and rejects."""
-    return overview_findings(report, **findings_context(evidence, settings, SECTIONS))
+    found = overview_findings(report, **findings_context(evidence, settings, SECTIONS))
+    return with_limits(found, evidence)
 
 
 SHOWN: Mapping[str, tuple[str, ...]] = {
@@ -214,11 +226,17 @@ SHOWN: Mapping[str, tuple[str, ...]] = {
         *("class", "first_instances", "last_instances", "first_bytes", "last_bytes"),
         *("bytes_growth", "culprit"),
     ),
+    "heap": (
+        *("recording", "gcs", "first", "last", "first_after_bytes", "last_after_bytes"),
+        *("growth_bytes", "bytes_per_hour", "growing"),
+    ),
+    "leaks": ("class", "allocated_in", "holder", "samples", "culprit"),
 }
 
 
 def table(report: OverviewReport, view: str) -> Any:
-    """The card (``"card"``) or the growing classes (``"growing"``) for people."""
+    """The card (``"card"``), the growing classes (``"growing"``), the heap after GC
+    (``"heap"``) or the old-object leak candidates (``"leaks"``) for people."""
     from incidentkit.report import MarkdownView
     from incidentkit.report import table as people_table
 
@@ -227,6 +245,11 @@ def table(report: OverviewReport, view: str) -> Any:
         return MarkdownView(
             "No class grows: the manifest has no `[histograms]` section, or its histograms "
             "show no class growing (two or more are needed; `docs/slow_death.md`)."
+        )
+    if view in ("heap", "leaks") and frame.empty:
+        return MarkdownView(
+            "No JFR recording with heap summaries and old-object samples: the manifest has "
+            "no `[jfr]` section, or its recording has neither (`docs/jfr.md`)."
         )
     if view == "card":  # lines that found something first; the quiet ones counted
         quiet = frame.loc[frame["severity"].eq("INFO")]

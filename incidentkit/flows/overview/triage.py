@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,10 @@ class OverviewReport:
     ``run all`` wrote it, relative to this report, else None) and ``report_verdict``."""
     growing: pd.DataFrame
     """The classes that grow between the class histograms (empty without two of them)."""
+    heap: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Heap used after GC per JFR recording (:data:`.heap.HEAP_COLUMNS`; empty without one)."""
+    leaks: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """The old-object samples by class and allocation site (:data:`.heap.LEAK_COLUMNS`)."""
 
 
 def report_links(flows: pd.Series, summary: Mapping[str, Any] | None) -> pd.DataFrame:
@@ -69,14 +73,34 @@ def triage_overview(
     histograms: pd.DataFrame | None = None,
     symptom: str | None = None,
     summary: Mapping[str, Any] | None = None,
+    jfr_heap: pd.DataFrame | None = None,
+    jfr_old_objects: pd.DataFrame | None = None,
 ) -> OverviewReport:
     """The card (ordered by ``symptom``), each line linked to the flow's report when
-    ``summary`` (``run all``'s summary.json) records one."""
-    card = triage_card(frames, as_of=as_of, profile=profile, histograms=histograms, symptom=symptom)
+    ``summary`` (``run all``'s summary.json) records one; a JFR recording's heap summaries and
+    old-object samples add the heap after GC and the leak candidates."""
+    card = triage_card(
+        frames,
+        as_of=as_of,
+        profile=profile,
+        histograms=histograms,
+        symptom=symptom,
+        jfr_heap=jfr_heap,
+        jfr_old_objects=jfr_old_objects,
+    )
     card = card.join(report_links(card["flow"], summary))
     growing = pd.DataFrame()
     if histograms is not None and len(histograms):
         from incidentkit.flows.overview.growth import growing_classes
 
         growing = growing_classes(histograms)
-    return OverviewReport(as_of=as_of, symptom=symptom, card=card, growing=growing)
+    heap, leaks = pd.DataFrame(), pd.DataFrame()
+    if jfr_heap is not None and len(jfr_heap):
+        from incidentkit.flows.overview.heap import heap_after_gc, leak_candidates
+
+        heap = heap_after_gc(jfr_heap)
+        if jfr_old_objects is not None:
+            leaks = leak_candidates(jfr_old_objects)
+    return OverviewReport(
+        as_of=as_of, symptom=symptom, card=card, growing=growing, heap=heap, leaks=leaks
+    )

@@ -1,0 +1,108 @@
+"""Slow death in a JFR recording: heap used after GC that keeps growing, and the classes of the
+old-object samples (objects allocated during the recording and still alive at its end: the
+leak candidates), named after the class that allocated them and its usual culprit.
+
+Heap used *after* each GC is what survives: in a healthy JVM it stays level; in a leaking one
+it climbs from GC to GC. The heap before a GC only says how much garbage there was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from incidentkit.flows.latency_cliff.stacks import class_of, is_application
+from incidentkit.flows.overview.growth import culprits
+from incidentkit.frames import BOOL, FLOAT, INT, STR, TS, cast_columns
+
+MIN_GCS = 3
+"""Heap-after-GC points needed to call a trend."""
+RISE = 0.1
+"""The heap after the last GC must be this much (10 %) above the first one's."""
+
+HEAP_COLUMNS: Mapping[str, str] = {
+    "recording": STR,
+    "gcs": INT,
+    "first": TS,
+    "last": TS,
+    "first_after_bytes": INT,
+    "last_after_bytes": INT,
+    "growth_bytes": INT,
+    "bytes_per_hour": FLOAT,
+    "rising_share": FLOAT,
+    "growing": BOOL,
+}
+"""One row per recording: heap used after its first and last GC, the growth, the share of GCs
+after which more was used than after the one before, and whether it grows."""
+
+LEAK_COLUMNS: Mapping[str, str] = {
+    "class": STR,
+    "allocated_in": STR,
+    "holder": STR,
+    "samples": INT,
+    "first_allocated_at": TS,
+    "last_allocated_at": TS,
+    "culprit": STR,
+}
+"""One row per (class, allocation site) of the old-object samples, most samples first:
+``allocated_in`` is the first application frame of the allocation stack (else its top frame),
+``holder`` that frame's class (``RunnerCache$Entry`` for a ``[B`` allocated in its
+constructor), ``culprit`` the usual culprit the holder (else the class) names."""
+
+
+def heap_after_gc(jfr_heap: pd.DataFrame) -> pd.DataFrame:
+    """Heap used after GC per recording (:data:`HEAP_COLUMNS`); ``growing`` when there are
+    :data:`MIN_GCS` GCs or more, the last is :data:`RISE` above the first and most steps rise."""
+    after = jfr_heap.loc[jfr_heap["when"].eq("after")].sort_values(["recording", "ts"])
+    if after.empty:
+        return cast_columns(pd.DataFrame(columns=list(HEAP_COLUMNS)), HEAP_COLUMNS, what="heap")
+    rises = after.groupby("recording")["heap_used"].diff().gt(0)
+    grouped = after.assign(_rises=rises).groupby("recording", sort=False)
+    out = grouped.agg(
+        gcs=("heap_used", "size"),
+        first=("ts", "first"),
+        last=("ts", "last"),
+        first_after_bytes=("heap_used", "first"),
+        last_after_bytes=("heap_used", "last"),
+        rising=("_rises", "sum"),
+    ).reset_index()
+    out["growth_bytes"] = out["last_after_bytes"] - out["first_after_bytes"]
+    hours = (out["last"] - out["first"]).dt.total_seconds() / 3600
+    out["bytes_per_hour"] = (out["growth_bytes"] / hours.where(hours > 0)).astype(FLOAT)
+    out["rising_share"] = out["rising"] / np.maximum(out["gcs"] - 1, 1)
+    out["growing"] = (
+        out["gcs"].ge(MIN_GCS)
+        & out["last_after_bytes"].gt(out["first_after_bytes"] * (1 + RISE))
+        & out["rising_share"].ge(0.5)
+    )
+    return cast_columns(out, HEAP_COLUMNS, what="heap after GC")
+
+
+def leak_candidates(jfr_old_objects: pd.DataFrame) -> pd.DataFrame:
+    """The old-object samples by class and allocation site (:data:`LEAK_COLUMNS`)."""
+    if jfr_old_objects.empty:
+        return cast_columns(pd.DataFrame(columns=list(LEAK_COLUMNS)), LEAK_COLUMNS, what="leaks")
+    frames = jfr_old_objects["frames"]
+    site = frames.map(lambda fs: next((f for f in fs if is_application(f)), None))
+    site = site.fillna(jfr_old_objects["top_frame"])
+    holder = site.map(lambda f: class_of(f) if isinstance(f, str) and is_application(f) else None)
+    keyed = jfr_old_objects.assign(
+        allocated_in=site, holder=holder, _site=site.fillna(""), _holder=holder.fillna("")
+    )
+    out = (
+        keyed.groupby(["class", "_site", "_holder"], sort=False)
+        .agg(
+            allocated_in=("allocated_in", "first"),
+            holder=("holder", "first"),
+            samples=("ts", "size"),
+            first_allocated_at=("allocated_at", "min"),
+            last_allocated_at=("allocated_at", "max"),
+        )
+        .reset_index()
+        .sort_values(["samples", "class"], ascending=[False, True], kind="stable")
+        .reset_index(drop=True)
+    )
+    out["culprit"] = culprits(out["holder"].fillna(out["class"]))
+    return cast_columns(out, LEAK_COLUMNS, what="leak candidates")
