@@ -92,11 +92,20 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
                     continue
                 where[frame].append(f"{path.name}:event {index + 1}")
                 recordings[frame].append(path.name)
+    span: list[pd.Timestamp] = []  # first and last time read, before the window cut
     frames = {
-        name: _frame(name, rows[name], where[name], recordings[name], sink, filters)
+        name: _frame(name, rows[name], where[name], recordings[name], sink, filters, span)
         for name in FRAMES
     }
-    if not any(len(frame) for frame in frames.values()):
+    if span and not any(len(frame) for frame in frames.values()) and filters.window is not None:
+        window = filters.window
+        sink.warn(
+            ", ".join(p.name for p in spec.paths),
+            f"every event of the recording ({min(span).isoformat()} to {max(span).isoformat()})"
+            f" falls outside the window ({window.start.isoformat()} to "
+            f"{window.end.isoformat()}): record during the incident, or widen the window",
+        )
+    elif not any(len(frame) for frame in frames.values()):
         sink.warn(
             ", ".join(p.name for p in spec.paths),
             "the recording holds none of the events the kit reads ("
@@ -296,6 +305,7 @@ def _frame(
     recordings: list[str],
     sink: RejectSink,
     filters: Filters,
+    span: list[pd.Timestamp],
 ) -> pd.DataFrame:
     """The conformed ``name`` frame of its rows: times parsed (an unreadable one is a
     reject), durations in ms, the top frame beside each stack, ordered by recording and time."""
@@ -318,6 +328,8 @@ def _frame(
         frame["duration_ms"] = took.dt.total_seconds() * 1000
     if "allocated_at" in frame:
         frame["allocated_at"] = parse_utc(frame["allocated_at"])[0]
+    if len(frame):
+        span += [frame["ts"].min(), frame["ts"].max()]
     if filters.window is not None:
         frame = frame.loc[frame["ts"].ge(filters.window.start) & frame["ts"].lt(filters.window.end)]
     position = pd.factorize(frame["recording"], sort=False)[0]

@@ -272,3 +272,18 @@ def test_the_committed_fixture_holds_no_secret_bearing_event() -> None:
     recorded = {line.split()[0] for line in summary.splitlines() if line.strip().startswith("jdk.")
                 and line.split()[1] != "0"}  # fmt: skip
     assert recorded and not SECRET_BEARING & recorded
+
+
+def test_a_recording_outside_the_window_says_so_not_that_it_is_empty(tmp_path: Path) -> None:
+    manifest = parse_manifest(
+        {
+            "window": {"start": "2026-11-29T02:55:00Z", "end": "2026-11-29T03:16:00Z"},
+            "jfr": {"path": str(EXPORT)},
+        },
+        base=tmp_path,
+    )
+    evidence = Evidence(manifest)
+    assert all(evidence.frame(name).empty for name in JFR_FRAMES)
+    (reason,) = evidence.warnings["reason"]
+    assert "falls outside the window" in reason and "2026-11-29T02:55:00" in reason
+    assert "holds none" not in reason
