@@ -233,6 +233,19 @@ def test_rejected_rows_give_a_draft_that_says_the_evidence_is_incomplete(tmp_pat
     assert f"- rejects: {findings.summary['rejects']} " in text
 
 
+def test_a_firestore_export_gives_a_draft_that_says_what_it_cannot_tell(tmp_path: Path) -> None:
+    pack = FIXTURES / "vanished_state-firestore"
+    incident, settings = orphans.setup(pack, app_name="shop")
+    findings = orphans.findings(orphans.sweep(incident, settings), incident, settings)
+    findings.write(tmp_path / "findings.json")
+    text = postmortem_command(tmp_path, fmt="md")
+    assert findings.verdict.value == "INCOMPLETE_EVIDENCE" and "orphans" not in findings.summary
+    assert "**Evidence incomplete (orphans).**" in text and "no item says why" not in text
+    assert "come from a Firestore export" in text and "`orphans/evidence-limits`" in text
+    runs = next(line for line in text.splitlines() if line.startswith("- **Runs affected**"))
+    assert "n/a" in runs and "0 orphaned runs" not in text
+
+
 def test_a_folder_without_findings_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ParameterError, match=r"no findings\.json in OUT.*run a flow first"):
         postmortem_command(tmp_path, fmt="md")

@@ -2,9 +2,9 @@
 
 A Firestore export (ADK Java's ``FirestoreSessionService``) keeps no invocation ids, no
 actions (no state deltas) and no call ids (:data:`incidentkit.sources.firestore.LIMITS`). A
-flow run on it keeps what the ledger, spans, journal and logs still prove, drops the items
-that would rest on the missing facts (an orphan class needs the run's events; a state verdict
-needs the deltas), and opens with an ``<flow>/evidence-limits`` item that says which
+flow run on it keeps what the ledger, spans, journal and logs still prove, drops the items and
+summary counters that would rest on the missing facts (an orphan class needs the run's events;
+a state verdict needs the deltas), and opens with an ``<flow>/evidence-limits`` item that says which
 conclusions it withheld and why. The verdict is then ``INCOMPLETE_EVIDENCE``.
 """
 
@@ -61,12 +61,31 @@ WITHHELD: Mapping[str, tuple[str, tuple[str, ...]]] = {
         ("session/overlapping-invocations",),
     ),
     "overview": (
-        "the card's orphan and overlap lines rest on invocation ids these events lack: open "
-        "those flows for what they can still tell",
+        "the card's orphan and overlap lines are only as good as the invocation ids these "
+        "events lack: open those flows for what they can still tell",
         (),
     ),
 }
 """Per flow: what it withholds on Firestore evidence, and the item ids that would rest on it."""
+
+WITHHELD_COUNTS: Mapping[str, tuple[str, ...]] = {
+    "orphans": ("orphans", "unanswered_calls", "calls.", "status_disagreements"),
+    "runaway": ("loops",),
+    "vanished_state": (
+        *("temp_prefix", "never_durable", "overwritten", "raced", "removed", "present"),
+        *("overlapping_invocations", "replay_differences"),
+    ),
+    "session": ("overlapping_invocations",),
+}
+"""Per flow: summary counters (names, or prefixes ending in a dot) resting on the same facts;
+they are left out of the summary rather than shown as counts the evidence cannot give."""
+
+
+def _withheld_count(flow: str, name: str) -> bool:
+    return any(
+        name.startswith(key) if key.endswith(".") else name == key or name.startswith(key + ".")
+        for key in WITHHELD_COUNTS.get(flow, ())
+    )
 
 
 def lossy_events(evidence: Evidence) -> int:
@@ -94,7 +113,7 @@ def with_limits(findings: Findings, evidence: Evidence) -> Findings:
         Severity.WARNING,
         f"{n} event(s) come from a Firestore export, which keeps no invocation ids, actions "
         "or call ids: some conclusions are withheld",
-        f"This flow gives {withheld}."
+        f"What this flow cannot tell from them: {withheld}."
         + (
             f" Withheld: {', '.join(sorted({d.id for d in dropped}))}."
             if dropped
@@ -105,4 +124,7 @@ def with_limits(findings: Findings, evidence: Evidence) -> Findings:
         "database session service).",
         rows=rows,
     )
-    return replace(findings, verdict=Verdict.INCOMPLETE_EVIDENCE, items=(item, *kept))
+    summary = {k: v for k, v in findings.summary.items() if not _withheld_count(flow, k)}
+    return replace(
+        findings, verdict=Verdict.INCOMPLETE_EVIDENCE, summary=summary, items=(item, *kept)
+    )

@@ -61,6 +61,11 @@ class FlowFindings:
         return next((i for i in self.findings.items if i.id.endswith("/rejects")), None)
 
     @property
+    def limits(self) -> Finding | None:
+        """The flow's ``*/evidence-limits`` item (evidence that cannot tell it all), else None."""
+        return next((i for i in self.findings.items if i.id.endswith("/evidence-limits")), None)
+
+    @property
     def timeout(self) -> float | None:
         """The ``client_timeout_s`` parameter in seconds, else None."""
         value = self.findings.evidence.parameters.get("client_timeout_s")

@@ -91,6 +91,12 @@ def _latency(ff: FlowFindings) -> dict[str, Claim]:
 
 def _orphans(ff: FlowFindings) -> dict[str, Claim]:
     s, claims = ff.findings.summary, {}
+    if "orphans" not in s and ff.limits is not None:  # the events cannot tell runs apart
+        why = f"the orphans flow withheld its classes: {ff.limits.title}"
+        claims = {key: _na(why) for key in ("runs", "sessions", "invocations")}
+        claims["users"] = _na("the orphan run rows carry no user id")
+        claims["tokens"] = _no_tokens(ff)
+        return claims
     present = [i for i in ORPHAN_ITEMS if ff.item(i)]
     claims["runs"] = Claim(
         f"{num(s.get('orphans', 0))} orphaned runs (a RUNNING ledger row whose lease ran out) "

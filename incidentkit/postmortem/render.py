@@ -42,7 +42,7 @@ def _preamble(sources: Sequence[FlowFindings]) -> list[str]:
     # One note for every incomplete flow; the flows that say the same thing share a line.
     causes: dict[str, list[tuple[FlowFindings, str | None]]] = {}
     for ff in incomplete:
-        cause = ff.failed or ff.rejects
+        cause = ff.failed or ff.rejects or ff.limits
         if cause is None:
             said = "no item says why"
         elif cause is ff.failed:

@@ -12,7 +12,7 @@ import pytest
 from conftest import read_run
 
 from incidentkit.flows import latency_cliff, orphans, overview, runaway, session, vanished_state
-from incidentkit.flows.limits import WITHHELD
+from incidentkit.flows.limits import WITHHELD, WITHHELD_COUNTS
 from incidentkit.simulate import simulate
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -114,6 +114,9 @@ def test_every_flow_on_a_firestore_export_says_what_it_cannot_tell(flow: str) ->
     assert "Firestore export" in first["title"] and first["count"] == 4
     withheld = set(WITHHELD[flow][1])
     assert not withheld & {item["id"] for item in findings["items"]}
+    counts = set(WITHHELD_COUNTS.get(flow, ()))
+    assert not {k for k in findings["summary"] if k in counts or k.split(".")[0] + "." in counts}
+    assert "rejects" in findings["summary"]
     assert WITHHELD[flow][0] in first["detail"]
 
 
