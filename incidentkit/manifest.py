@@ -291,7 +291,7 @@ def _with_engines(
         if engine in engines:
             raise ManifestError(
                 "two app profiles name the same reasoning_engine",
-                value={"reasoning_engine": engine, "apps": [engines[engine], app]},
+                value=f"reasoning_engine = {engine!r} in [apps.{engines[engine]}] and [apps.{app}]",
                 fix="each Agent Engine holds one app's sessions: keep it in one [apps.<name>]",
             )
         engines[engine] = app

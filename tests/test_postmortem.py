@@ -244,6 +244,8 @@ def test_a_firestore_export_gives_a_draft_that_says_what_it_cannot_tell(tmp_path
     assert "come from a Firestore export" in text and "`orphans/evidence-limits`" in text
     runs = next(line for line in text.splitlines() if line.startswith("- **Runs affected**"))
     assert "n/a" in runs and "0 orphaned runs" not in text
+    causes = text.split("## Root cause", 1)[1].split("\n## ", 1)[0]
+    assert "- **Evidence**: " in causes and "**Contributing**" not in causes
 
 
 def test_a_folder_without_findings_is_a_clear_error(tmp_path: Path) -> None:

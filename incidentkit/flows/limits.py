@@ -47,18 +47,15 @@ WITHHELD: Mapping[str, tuple[str, tuple[str, ...]]] = {
     ),
     "vanished_state": (
         "no state verdicts: without state deltas the kit cannot say which write set, "
-        "overwrote or lost a key, nor which invocations overlapped; the stored state is "
-        "shown as it is",
-        (
-            "vanished_state/keys",
-            "vanished_state/replayed-state",
-            "vanished_state/overlapping-invocations",
-        ),
+        "overwrote or lost a key, so the per-key verdicts and the replay are withheld; the "
+        "stored state is shown as it is, and overlapping invocations come from the ledger",
+        ("vanished_state/keys", "vanished_state/replayed-state"),
     ),
     "session": (
-        "no invocation boundaries, state deltas or error codes: the transcript, the calls by "
-        "name and the error responses are shown; overlapping invocations cannot be told",
-        ("session/overlapping-invocations",),
+        "no invocation boundaries in the events, no state deltas and no error codes: the "
+        "transcript, the calls by name and the error responses are shown; overlapping "
+        "invocations come from the ledger",
+        (),
     ),
     "overview": (
         "the card's orphan and overlap lines are only as good as the invocation ids these "
@@ -73,9 +70,9 @@ WITHHELD_COUNTS: Mapping[str, tuple[str, ...]] = {
     "runaway": ("loops",),
     "vanished_state": (
         *("temp_prefix", "never_durable", "overwritten", "raced", "removed", "present"),
-        *("overlapping_invocations", "replay_differences"),
+        "replay_differences",
     ),
-    "session": ("overlapping_invocations",),
+    "session": ("invocations", "error_code_events"),
 }
 """Per flow: summary counters (names, or prefixes ending in a dot) resting on the same facts;
 they are left out of the summary rather than shown as counts the evidence cannot give."""
@@ -85,6 +82,17 @@ def _withheld_count(flow: str, name: str) -> bool:
     return any(
         name.startswith(key) if key.endswith(".") else name == key or name.startswith(key + ".")
         for key in WITHHELD_COUNTS.get(flow, ())
+    )
+
+
+def note(evidence: Evidence, flow: str) -> str | None:
+    """The line a flow's notes open with on lossy events (None when the events are whole)."""
+    n = lossy_events(evidence)
+    if n == 0:
+        return None
+    return (
+        f"{n} event(s) come from a Firestore export, which keeps no invocation ids, actions, "
+        f"call ids or error codes. This flow gives {WITHHELD[flow][0]}."
     )
 
 

@@ -21,7 +21,10 @@ ORPHAN_ITEMS = tuple(
     )
 )
 """The orphans flow's items of orphaned runs, one per orphan class."""
-EVIDENCE_ITEMS = ("/rejects", "/no-latency-source", "/no-model-calls", "/empty-ledger")
+EVIDENCE_ITEMS = (
+    *("/rejects", "/no-latency-source", "/no-model-calls", "/empty-ledger"),
+    "/evidence-limits",
+)
 """Endings of the item ids that speak of the evidence, not of the incident."""
 NAVIGATION_FLOWS = frozenset({"overview"})
 """Flows whose findings point to the other flows (which to open first), not to a fix: the draft

@@ -206,11 +206,20 @@ def _identify(
         unnamed = events[keys].isna().any(axis=1)
     if unnamed.any():
         first = events.loc[unnamed, "location"].iloc[0]
-        sink.warn(
-            str(first),
-            f"{int(unnamed.sum())} events name no session (first at {first}): give app_name, "
-            "user_id and session_id in [events] for a one-session dump, or add the ledger",
-        )
+        only_user = events.loc[unnamed, ["app_name", "session_id"]].notna().all(axis=None)
+        if only_user and events.loc[unnamed, "source_format"].eq("vertex-ai-json").all():
+            reason = (  # the session is in each event's name; its user only in sessions.get
+                f"{int(unnamed.sum())} events name no user (first at {first}): give the "
+                "sessions.get or sessions.list responses of their sessions beside the pages "
+                "(they hold userId), or user_id in [events]"
+            )
+        else:
+            reason = (
+                f"{int(unnamed.sum())} events name no session (first at {first}): give "
+                "app_name, user_id and session_id in [events] for a one-session dump, or add "
+                "the ledger"
+            )
+        sink.warn(str(first), reason)
         events[keys] = events[keys].fillna("")
     return events
 

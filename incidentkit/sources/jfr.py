@@ -226,7 +226,9 @@ def jfr_tool(environ: Mapping[str, str] | None = None) -> str:
         raise SourceError(
             "jfr: a binary recording is read through the JDK's jfr tool, and no JDK was found "
             "(jfr is not on the PATH, nor in $JAVA_HOME/bin)",
-            value=env.get("PATH", ""),
+            # never the PATH itself: its folders name the host's tools and users, and the
+            # message reaches findings and reports
+            value=f"{len(env.get('PATH', '').split(os.pathsep))} PATH folders searched",
             fix="install a JDK 17 or later, or give the export instead: run "
             "jfr print --json --stack-depth 64 agent.jfr > agent.json where a JDK is, then "
             'path = "agent.json" (format = "jfr-json")',

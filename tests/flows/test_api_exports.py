@@ -126,4 +126,5 @@ def test_the_firestore_notebook_shows_the_limits_first(tmp_path: Path) -> None:
         "vanished_state", FIRESTORE, tmp_path / "out", session_id=truth["session_id"]
     )
     assert code == 2 and findings["items"][0]["id"] == "vanished_state/evidence-limits"
-    assert "keeps no invocation ids" in html
+    assert "keeps no invocation ids" in html and "This flow gives no state verdicts" in html
+    assert "so the bug is on the read side" not in html  # no per-key verdict is shown

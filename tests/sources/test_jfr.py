@@ -112,8 +112,11 @@ def test_format_is_detected_and_a_wrong_one_refused(tmp_path: Path) -> None:
 
 def test_no_jdk_is_a_clear_error(tmp_path: Path) -> None:
     spec = parse_manifest({"jfr": {"path": str(RECORDING)}}, base=DATA).sources["jfr"]
-    with pytest.raises(SourceError, match=r"no JDK was found.*jfr-json"):
-        jfr.load(spec, Filters(), environ={"PATH": str(tmp_path)})
+    secret = tmp_path / "s3cr3t-tools" / "bin"
+    with pytest.raises(SourceError, match=r"no JDK was found.*jfr-json") as raised:
+        jfr.load(spec, Filters(), environ={"PATH": f"{secret}:{tmp_path}"})
+    assert "s3cr3t" not in str(raised.value)  # the PATH names the host's folders: never shown
+    assert "2 PATH folders searched" in str(raised.value)
 
 
 def fake_jfr(folder: Path, body: str) -> dict[str, str]:

@@ -216,7 +216,8 @@ def test_events_of_a_session_with_no_sessions_get_say_how_to_name_their_user(
     page = {"sessionEvents": [_event("e1", timestamp="2026-11-29T02:30:00Z")]}
     evidence = ik.open_evidence(_pack(tmp_path, {"p.json": page}))
     assert evidence.frame("events")["user_id"].tolist() == [""]
-    assert evidence.warnings["reason"].str.contains("name no session").any()
+    (reason,) = evidence.warnings["reason"]
+    assert "1 events name no user" in reason and "sessions.get" in reason
 
 
 def test_the_simulator_writes_what_adk_javas_converter_writes(tmp_path: Path) -> None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
-from incidentkit.flows import FLOWS
+from incidentkit.flows import FLOWS, limits
 from incidentkit.flows._session import history, incident_window, open_session
 from incidentkit.flows.common import Settings, findings_context, frames_of, notes_view
 from incidentkit.flows.limits import with_limits
@@ -46,12 +47,14 @@ def triage(evidence: Evidence, settings: Settings) -> SessionReport:
     """The flow on the session: its dump, the errors around it, its swimlane's rows."""
     ref = SessionRef(settings.app_name, settings["user_id"], settings["session_id"])
     span = incident_window(evidence, settings["as_of"])
-    return triage_session(
+    report = triage_session(
         frames_of(evidence, READS),
         ref,
         as_of=settings["as_of"],
         window=None if span is None else Window(*span),
     )
+    limited = limits.note(evidence, FLOW)
+    return report if limited is None else replace(report, notes=(limited, *report.notes))
 
 
 def findings(report: SessionReport, evidence: Evidence, settings: Settings) -> Findings:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -12,7 +13,7 @@ import pandas as pd
 from incidentkit.errors import ParameterError
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
-from incidentkit.flows import FLOWS
+from incidentkit.flows import FLOWS, limits
 from incidentkit.flows._session import history, incident_window, open_session
 from incidentkit.flows.common import Settings, findings_context, frames_of, notes_view
 from incidentkit.flows.limits import with_limits
@@ -72,14 +73,25 @@ def setup(
 
 
 def triage(evidence: Evidence, settings: Settings) -> VanishedReport:
-    """The flow on the session: verdicts, replay, overlapping invocations."""
-    return triage_vanished_state(
+    """The flow on the session: verdicts, replay, overlapping invocations. On events that keep
+    no state deltas (a Firestore export) the verdicts and the replay are withheld, and the
+    notes open with why."""
+    report = triage_vanished_state(
         frames_of(evidence, READS),
         settings["session_id"],
         as_of=settings["as_of"],
         keys=settings["keys"],
         app_name=settings.app_name,
         user_id=settings["user_id"],
+    )
+    limited = limits.note(evidence, FLOW)
+    if limited is None:
+        return report
+    return replace(
+        report,
+        keys=report.keys.iloc[0:0],
+        replayed=report.replayed.iloc[0:0],
+        notes=(limited, *report.notes),
     )
 
 
