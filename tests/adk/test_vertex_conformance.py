@@ -8,6 +8,7 @@ or reads the wire format shows up here as a failing test.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +40,11 @@ pytestmark = [
 def vertex(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
     """The scenario run through VertexAiSessionService; the world and the saved responses."""
     missing = _missing_extra()
+    if missing is None and importlib.util.find_spec("agentplatform") is None:
+        missing = (
+            "the Vertex conformance test needs google-cloud-agentplatform (ADK's Vertex AI "
+            "client), from the project's adk extra; install it: pip install -e '.[adk]'"
+        )
     if missing:
         pytest.fail(missing, pytrace=False)
     from . import agent_engine
