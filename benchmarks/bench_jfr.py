@@ -4,9 +4,10 @@
 
 The export tiles the committed fixture's events (tests/data/jfr/stalled-agent.json.gz): a
 share KEPT of them of the types the kit reads, the rest jdk.ClassLoad events it drops unread,
-written to a temporary file first. Prints the file size, events/s and MB/s (wall and CPU time)
-and the process's peak RSS beside the file size: memory follows the events kept, not the file.
-Run each measurement in its own process.
+written to a temporary file first. Each case runs in its own process: the baseline, what a
+reader that does not stream does (``json.load`` of the whole export, then the types the kit
+reads), and the kit's ``jfr.load``. Prints rows, wall and CPU time, MB/s and each process's peak
+RSS: the kit's memory follows the events kept, the baseline's the file.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import gzip
 import json
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -21,6 +23,7 @@ from pathlib import Path
 
 from incidentkit.manifest import Filters, parse_manifest
 from incidentkit.sources import jfr
+from incidentkit.sources.jfr_events import FRAME_OF
 
 FIXTURE = (
     Path(__file__).resolve().parent.parent / "tests" / "data" / "jfr" / "stalled-agent.json.gz"
@@ -43,23 +46,53 @@ def write_export(path: Path, n: int, kept: float) -> None:
         out.write("]}}\n")
 
 
+def run_case(case: str, path: Path) -> dict[str, float]:
+    """One measurement, in this process: the kit's streaming loader, or the baseline a
+    non-streaming reader is (``json.load`` of the whole export, then the allowlisted types)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    if case == "kit":
+        spec = parse_manifest({"jfr": {"path": str(path)}}, base=path.parent).sources["jfr"]
+        loaded = jfr.load(spec, Filters())
+        rows = sum(len(frame) for frame in loaded.frames.values())
+    else:
+        with path.open(encoding="utf-8") as handle:
+            every = json.load(handle)["recording"]["events"]
+        rows = sum(1 for event in every if event.get("type") in FRAME_OF)
+    return {
+        "rows": rows,
+        "wall": time.perf_counter() - wall,
+        "cpu": time.process_time() - cpu,
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
 def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--case":
+        print(json.dumps(run_case(sys.argv[2], Path(sys.argv[3]))))
+        return
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
     kept = float(sys.argv[2]) if len(sys.argv) > 2 else 0.1
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "agent.json"
         write_export(path, n, kept)
-        size = path.stat().st_size
-        spec = parse_manifest({"jfr": {"path": str(path)}}, base=path.parent).sources["jfr"]
-        wall, cpu = time.perf_counter(), time.process_time()
-        loaded = jfr.load(spec, Filters())
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    rows = sum(len(frame) for frame in loaded.frames.values())
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"{n} events ({size / 1e6:.0f} MB of JSON), {rows} rows kept")
-    print(f"wall {wall:.2f} s ({n / wall:,.0f} events/s, {size / 1e6 / wall:.0f} MB/s)")
-    print(f"cpu  {cpu:.2f} s ({n / cpu:,.0f} events/s)")
-    print(f"peak RSS {peak:.0f} MB (the file: {size / 1e6:.0f} MB)")
+        size = path.stat().st_size / 1e6
+        print(f"{n:,} events, {size:.0f} MB of JSON, {kept:.0%} of them of the types read")
+        print(f"{'case':<44}{'rows':>9}{'wall s':>9}{'cpu s':>8}{'MB/s':>7}{'peak RSS':>10}")
+        for case, label in (
+            ("json", "baseline: json.load of the whole export"),
+            ("kit", "kit: jfr.load, streamed with ijson"),
+        ):
+            out = subprocess.run(  # each case in its own process: peak RSS is its own
+                [sys.executable, __file__, "--case", case, str(path)],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            r = json.loads(out.stdout)
+            print(
+                f"{label:<44}{r['rows']:>9,.0f}{r['wall']:>9.2f}{r['cpu']:>8.2f}"
+                f"{size / r['wall']:>7.0f}{r['peak_mb']:>7.0f} MB"
+            )
 
 
 if __name__ == "__main__":

@@ -263,7 +263,8 @@ def render_text(report: Coverage) -> str:
             lines.append(f"{frame.frame:<17}{frame.source:<13}{'-':>9}  {frame.status}")
     errors = {frame.source: frame.error for frame in report.frames if frame.error}
     for source, error in errors.items():
-        lines.append(f"  ! {source}: {error}")
+        said = error.removeprefix(f"{source}: ")  # a source's errors name it already
+        lines.append(f"  ! {source}: {said}")
     for source in report.all_rejected:
         lines.append(f"  ! {source}: every record was rejected (reasons below)")
     lines += ["", f"rejects: {report.reject_count}"]

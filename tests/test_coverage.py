@@ -7,8 +7,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import incidentkit
 from incidentkit.cli import main
-from incidentkit.coverage import Coverage, FrameCoverage, JoinGap, join_gaps, render_text
+from incidentkit.coverage import (
+    Coverage,
+    FrameCoverage,
+    JoinGap,
+    join_gaps,
+    measure,
+    render_text,
+)
 from incidentkit.frames import build
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -164,3 +172,10 @@ def test_inspect_shows_warnings_apart_from_rejects(
     out = capsys.readouterr().out
     assert "rejects: 0" in out
     assert "warnings: 1" in out and "1 events name no session" in out
+
+
+def test_a_source_error_is_shown_once_with_its_section(tmp_path: Path) -> None:
+    (tmp_path / "evidence.toml").write_text('[jfr]\npath = "none.jfr"\n', encoding="utf-8")
+    text = render_text(measure(incidentkit.open_evidence(tmp_path)))
+    (line,) = {line for line in text.splitlines() if line.startswith("  ! jfr:")}
+    assert line.startswith("  ! jfr: file not found") and "jfr: jfr:" not in text

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Finding, Findings, Severity, Verdict
-from incidentkit.sources import firestore
+from incidentkit.sources import events, firestore
 
 WITHHELD: Mapping[str, tuple[str, tuple[str, ...]]] = {
     "orphans": (
@@ -58,15 +58,15 @@ WITHHELD: Mapping[str, tuple[str, tuple[str, ...]]] = {
         (),
     ),
     "overview": (
-        "the card's orphan and overlap lines are only as good as the invocation ids these "
-        "events lack: open those flows for what they can still tell",
+        "no more than its card lines can: those for orphans and overlaps are only as good "
+        "as the invocation ids these events lack, so open those flows for what they still tell",
         (),
     ),
 }
 """Per flow: what it withholds on Firestore evidence, and the item ids that would rest on it."""
 
 WITHHELD_COUNTS: Mapping[str, tuple[str, ...]] = {
-    "orphans": ("orphans", "unanswered_calls", "calls.", "status_disagreements"),
+    "orphans": ("orphans", "unanswered_calls", "calls", "status_disagreements"),
     "runaway": ("loops",),
     "vanished_state": (
         *("temp_prefix", "never_durable", "overwritten", "raced", "removed", "present"),
@@ -74,42 +74,39 @@ WITHHELD_COUNTS: Mapping[str, tuple[str, ...]] = {
     ),
     "session": ("invocations", "error_code_events"),
 }
-"""Per flow: summary counters (names, or prefixes ending in a dot) resting on the same facts;
-they are left out of the summary rather than shown as counts the evidence cannot give."""
+"""Per flow: summary counters resting on the same facts (a name also covers ``name.*``); they
+are left out of the summary rather than shown as counts the evidence cannot give."""
 
 
 def _withheld_count(flow: str, name: str) -> bool:
-    return any(
-        name.startswith(key) if key.endswith(".") else name == key or name.startswith(key + ".")
-        for key in WITHHELD_COUNTS.get(flow, ())
-    )
+    return any(name == key or name.startswith(key + ".") for key in WITHHELD_COUNTS.get(flow, ()))
+
+
+def is_lossy(evidence: Evidence) -> bool:
+    """Whether the evidence's events come from a store that keeps no invocation ids (asked of
+    the manifest's ``[events]``, without loading them)."""
+    spec = evidence.sources.get("events")
+    return spec is not None and events.export_format(spec) == firestore.FORMAT
+
+
+_LOSSY = (
+    "The events come from a Firestore export, which keeps no invocation ids, actions, call "
+    "ids or error codes"
+)
 
 
 def note(evidence: Evidence, flow: str) -> str | None:
     """The line a flow's notes open with on lossy events (None when the events are whole)."""
-    n = lossy_events(evidence)
-    if n == 0:
+    if not is_lossy(evidence):
         return None
-    return (
-        f"{n} event(s) come from a Firestore export, which keeps no invocation ids, actions, "
-        f"call ids or error codes. This flow gives {WITHHELD[flow][0]}."
-    )
-
-
-def lossy_events(evidence: Evidence) -> int:
-    """How many of the evidence's events come from a store that keeps no invocation ids."""
-    if not evidence.has("events"):
-        return 0
-    formats = evidence.frame("events")["source_format"]
-    return int((formats == firestore.FORMAT).sum())
+    return f"{_LOSSY}. This flow gives {WITHHELD[flow][0]}."
 
 
 def with_limits(findings: Findings, evidence: Evidence) -> Findings:
     """``findings`` as they stand on lossy events: the items resting on missing facts dropped,
     an ``<flow>/evidence-limits`` item first, the verdict INCOMPLETE_EVIDENCE. Unchanged when
     the events keep what the flow needs."""
-    n = lossy_events(evidence)
-    if n == 0:
+    if not is_lossy(evidence):
         return findings
     flow = findings.flow
     withheld, ids = WITHHELD.get(flow, ("", ()))
@@ -119,9 +116,8 @@ def with_limits(findings: Findings, evidence: Evidence) -> Findings:
     item = Finding(
         f"{flow}/evidence-limits",
         Severity.WARNING,
-        f"{n} event(s) come from a Firestore export, which keeps no invocation ids, actions "
-        "or call ids: some conclusions are withheld",
-        f"What this flow cannot tell from them: {withheld}."
+        f"{_LOSSY}: some conclusions are withheld",
+        f"This flow gives {withheld}."
         + (
             f" Withheld: {', '.join(sorted({d.id for d in dropped}))}."
             if dropped

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from itertools import chain
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +82,7 @@ def load(
                 fix='give url = "env:NAME" (or a .db/.sqlite path), or drop the format',
             )
         paths = expand_paths(spec.paths, what=WHAT)
-        export = spec.format if spec.format in _EXPORT_FORMATS else None
-        if spec.format is None:
-            export = _detect_export(paths)
+        export = export_format(spec)
         if export == vertex.FORMAT:
             batches = _read_vertex(paths, spec, sink, states)
         elif export == firestore.FORMAT:
@@ -240,18 +238,37 @@ def _records(path: Path, sink: RejectSink) -> Iterator[tuple[list[Any], list[str
     yield from iter_json_line_chunks(path, sink, what=WHAT, size=adk_events.CHUNK)
 
 
+_PEEK_RECORDS = 20
+
+
 def _first_records(path: Path) -> list[Any]:
-    """The first records of a file, for detection (none when it cannot be read as JSON)."""
+    """The first records of a file, for detection (none when it cannot be read as JSON): the
+    first lines of JSON lines, decoded one by one (never a whole chunk), or a document's
+    items."""
     try:
-        for records, _ in _records(path, RejectSink(WHAT)):
-            return records[:20]
+        if _peek(path) == "document":
+            doc = read_json_document(path, what=WHAT)
+            return list(doc[:_PEEK_RECORDS]) if isinstance(doc, list) else [doc]
+        records = []
+        for _, text, _ in islice(iter_lines(path, what=WHAT), _PEEK_RECORDS):
+            try:
+                records.append(json.loads(text))
+            except (ValueError, RecursionError):  # a broken line: the reader rejects it
+                continue
+        return records
     except SourceError:
         return []
-    return []
 
 
-def _detect_export(paths: list[Path]) -> str | None:
-    """``vertex-ai-json`` or ``firestore-json`` when the first file is such an export."""
+def export_format(spec: SourceSpec) -> str | None:
+    """``vertex-ai-json`` or ``firestore-json`` when ``[events]`` is such an export (given, or
+    detected from its first file's first records); None for event logs and databases. Cheap:
+    flows ask it without loading the events."""
+    if spec.is_database:
+        return None
+    if spec.format is not None:
+        return spec.format if spec.format in _EXPORT_FORMATS else None
+    paths = expand_paths(spec.paths, what=WHAT)
     first = _first_records(paths[0]) if paths else []
     if vertex.is_vertex(first):
         return vertex.FORMAT
@@ -412,7 +429,9 @@ def _read_sessions(
         states.append(
             session_state.from_document(
                 session.get("state"),
-                **keys,
+                app_name=keys["app_name"],
+                user_id=keys["user_id"],
+                session_id=keys["session_id"],
                 updated_at=session.get("lastUpdateTime", session.get("last_update_time")),
                 source="session JSON state",
                 location=where.rstrip(":."),

@@ -35,10 +35,11 @@ from typing import Any
 
 import pandas as pd
 
-from incidentkit.frames import build, empty
+from incidentkit.frames import StateScope, empty
+from incidentkit.sources import session_state
 from incidentkit.sources.adk_events import Batch, Origin
 from incidentkit.sources.base import RejectSink
-from incidentkit.sources.vertex import parse_stamp, parse_time
+from incidentkit.sources.vertex import parse_stamp, time_and_reason
 
 FORMAT = "firestore-json"
 ORIGIN = Origin(FORMAT, "s", python=False, invocations=False)
@@ -196,10 +197,7 @@ class Store:
         """The events of the export, each with its session's keys."""
         values: list[Any] = []
         meta: dict[str, list[Any]] = {
-            "location": [],
-            "app_name": [],
-            "user_id": [],
-            "session_id": [],
+            key: [] for key in ("location", "app_name", "user_id", "session_id", "ts_reason")
         }
         for user, session, event_id, fields, location in self.events:
             doc = self.sessions.get((user, session), ({}, ""))[0]
@@ -207,15 +205,16 @@ class Store:
             author = fields.get("author")
             if isinstance(author, str) and author.casefold() == user.casefold():
                 author = "user"
-            content = fields.get("content")
+            stamp, why = time_and_reason(fields.get("timestamp"))
             event = {
                 "id": event_id,
                 "author": author,
-                "timestamp": parse_time(fields.get("timestamp")),
-                "content": content,
+                "timestamp": stamp,
+                "content": fields.get("content"),
             }
             values.append(event)
             meta["location"].append(location)
+            meta["ts_reason"].append(why)
             meta["app_name"].append(app if isinstance(app, str) and app else None)
             meta["user_id"].append(user)
             meta["session_id"].append(session)
@@ -242,14 +241,15 @@ class Store:
                 )
             )
         for app, doc, location in self.app_states:
-            parts.append(_rows(doc, app, "", "", "app", None, location, sink))
+            parts.append(_rows(doc, app, "", "", StateScope.APP, None, location, sink))
         for app, user, doc, location in self.user_states:
-            parts.append(_rows(doc, app, user, "", "user", None, location, sink))
+            parts.append(_rows(doc, app, user, "", StateScope.USER, None, location, sink))
         kept = [part for part in parts if not part.empty]
         return pd.concat(kept, ignore_index=True) if kept else empty("session_state")
 
 
-_PREFIX = {"app": "_app_", "user": "_user_"}
+_PREFIX = {StateScope.APP: "_app_", StateScope.USER: "_user_"}
+"""How an agent writes the keys the service keeps in app and user documents."""
 
 
 def _rows(
@@ -257,36 +257,25 @@ def _rows(
     app: str,
     user: str,
     session: str,
-    scope: str | None,
+    scope: StateScope | None,
     updated: Any,
     location: str,
     sink: RejectSink,
 ) -> pd.DataFrame:
-    """``session_state`` rows of one state map; app and user keys as the agent writes them."""
-    if state is None:
-        return empty("session_state")
-    if not isinstance(state, dict):
-        sink.add(f"{location}.state", "state is not a JSON object", str(state)[:500])
-        return empty("session_state")
-    keys = [_PREFIX.get(scope or "", "") + str(k) for k in state]
-    if scope is None:  # a session's own state: temp: keys too (the service has no temp filter)
-        scopes = ["temp" if k.startswith("temp:") else "session" for k in keys]
-    else:
-        scopes = [scope] * len(keys)
-    stamp = parse_stamp(updated)
-    when = pd.NaT if stamp is None else stamp
-    return build(
-        "session_state",
-        {
-            "app_name": [app] * len(keys),
-            "user_id": [user] * len(keys),
-            "session_id": [session] * len(keys),
-            "scope": scopes,
-            "key": keys,
-            "value": pd.Series(list(state.values()), dtype=object),
-            "source": ["Firestore session state"] * len(keys),
-            "updated_at": pd.Series([when] * len(keys), dtype="datetime64[ns, UTC]"),
-        },
+    """``session_state`` rows of one state map; app and user keys as the agent writes them
+    (the service strips the prefix), a session's own keys scoped by their prefix."""
+    if scope is not None and isinstance(state, dict):
+        state = {_PREFIX[scope] + str(key): value for key, value in state.items()}
+    return session_state.from_document(
+        state,
+        app_name=app,
+        user_id=user,
+        session_id=session,
+        updated_at=parse_stamp(updated),
+        source="Firestore session state",
+        location=location,
+        sink=sink,
+        scope=scope,
     )
 
 

@@ -172,9 +172,9 @@ class _Replayed:
 def _format(path: Path, given: str | None) -> str:
     found = detect(path)
     if given is not None and given != found:
+        what = "a binary recording" if found == "jfr" else "a JSON export, not a binary recording"
         raise SourceError(
-            f"jfr: the file is {'a binary recording' if found == 'jfr' else 'no binary recording'}"
-            f", not format {given!r}",
+            f"jfr: the file is {what}, but the manifest says format = {given!r}",
             value=str(path),
             fix=f'write format = "{found}", or leave format out to detect it',
         )

@@ -54,15 +54,18 @@ def from_document(
     source: str,
     location: str,
     sink: RejectSink,
+    scope: StateScope | None = None,
 ) -> pd.DataFrame:
     """The rows of one session document's merged ``state`` (absent: none; not an object: a
-    reject)."""
+    reject). ``scope`` is every key's (a store's app or user document), else each key's
+    prefix says it."""
     if state is None:
         return empty("session_state")
     if not isinstance(state, dict):
         sink.add(f"{location}.state", "state is not a JSON object", canonical_json(state)[:500])
         return empty("session_state")
     keys = pd.Series(list(map(str, state)), dtype=object)
+    scopes = scope_of(keys) if scope is None else pd.Series(scope.value, index=keys.index)
     stamp = _document_time(updated_at)
     return build(
         "session_state",
@@ -70,7 +73,7 @@ def from_document(
             "app_name": [app_name] * len(keys),
             "user_id": [user_id] * len(keys),
             "session_id": [session_id] * len(keys),
-            "scope": scope_of(keys),
+            "scope": scopes,
             "key": keys,
             "value": pd.Series(list(state.values()), dtype=object),
             "source": [source] * len(keys),

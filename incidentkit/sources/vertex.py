@@ -129,6 +129,21 @@ def parse_time(value: Any) -> Any:
     return value
 
 
+def time_and_reason(value: Any) -> tuple[Any, str | None]:
+    """An event's time for the normaliser: epoch seconds (a number as it is) or None, and why
+    a time that is there cannot be read (the reject's reason) or None."""
+    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+        return value, None
+    seconds = parse_time(value)
+    if isinstance(seconds, float):
+        return seconds, None
+    shown = repr(value)
+    return None, (
+        "timestamp is neither RFC 3339 text with an offset (2026-11-29T02:30:00Z) nor "
+        f'{{"seconds", "nanos"}}: {shown[:200]}'
+    )
+
+
 def parse_stamp(value: Any) -> pd.Timestamp | None:
     """A time of the API (RFC 3339 text or ``{"seconds", "nanos"}``) to the nanosecond, None
     when it is neither."""
@@ -144,7 +159,8 @@ def parse_stamp(value: Any) -> pd.Timestamp | None:
 
 
 def to_event(wire: dict[str, Any]) -> tuple[dict[str, Any], bool]:
-    """The ADK event JSON (camelCase) of one ``SessionEvent``, and whether it was kept raw."""
+    """The ADK event JSON (camelCase) of one ``SessionEvent``, its time as written (see
+    :func:`time_and_reason`), and whether it was kept raw."""
     name = wire.get("name")
     match = _NAME.search(name) if isinstance(name, str) else None
     raw = _get(wire, "rawEvent", "raw_event")
@@ -160,7 +176,7 @@ def to_event(wire: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         event.pop("invocation_id", None)
         event["invocationId"] = _get(wire, "invocationId", "invocation_id")
     if "timestamp" in wire or "timestamp" not in event:
-        event["timestamp"] = parse_time(wire.get("timestamp"))
+        event["timestamp"] = wire.get("timestamp")  # as written: _batches reads it
     if not event.get("id") and match:
         event["id"] = match["event"]
     if raw is not None:
@@ -268,11 +284,15 @@ def batches(
 
 def _batches(events: list[tuple[Any, str]], sessions: Sessions) -> Iterator[Batch]:
     values: list[Any] = []
-    meta: dict[str, list[Any]] = {"location": [], "app_name": [], "user_id": [], "session_id": []}
+    meta: dict[str, list[Any]] = {
+        key: [] for key in ("location", "app_name", "user_id", "session_id", "ts_reason")
+    }
     origin: Origin | None = None
     for wire, location in events:
+        why = None
         if isinstance(wire, dict):
             event, raw = to_event(wire)
+            event["timestamp"], why = time_and_reason(event.get("timestamp"))
             name = wire.get("name")
             match = _NAME.search(name) if isinstance(name, str) else None
         else:
@@ -286,6 +306,7 @@ def _batches(events: list[tuple[Any, str]], sessions: Sessions) -> Iterator[Batc
         session = match["session"] if match else None
         values.append(event)
         meta["location"].append(location)
+        meta["ts_reason"].append(why)
         meta["app_name"].append(app)
         meta["session_id"].append(session)
         meta["user_id"].append(sessions.users.get((app, session)) if app and session else None)

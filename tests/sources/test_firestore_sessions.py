@@ -175,3 +175,16 @@ def test_unreadable_documents_are_rejects_with_place_and_reason(tmp_path: Path) 
     assert "content.parts is not a list" in rejects["e.jsonl:3"]
     assert "not a Firestore document" in rejects["e.jsonl:4:documents[0]"]
     assert "not a Firestore export record" in rejects["e.jsonl:5"]
+
+
+def test_a_time_without_an_offset_is_a_reject_that_names_it(tmp_path: Path) -> None:
+    event = f"{ROOT}/adk-session/u-1/sessions/s-1/user-event/a"
+    fields = {
+        "author": {"stringValue": "agent"},
+        "timestamp": {"stringValue": "2026-11-29 02:30:00"},  # not how the service writes it
+        "content": {"mapValue": {"fields": {"parts": {"arrayValue": {}}}}},
+    }
+    (tmp_path / "e.jsonl").write_text(json.dumps({"name": event, "fields": fields}) + "\n")
+    evidence = ik.open_evidence(_manifest(tmp_path, "e.jsonl"))
+    (reason,) = evidence.rejects["reason"]
+    assert "neither RFC 3339 text with an offset" in reason and "'2026-11-29 02:30:00'" in reason

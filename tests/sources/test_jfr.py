@@ -102,8 +102,10 @@ def test_the_recording_through_jfr_gives_the_export_frames() -> None:
 
 def test_format_is_detected_and_a_wrong_one_refused(tmp_path: Path) -> None:
     assert jfr.detect(RECORDING) == "jfr" and jfr.detect(EXPORT) == "jfr-json"
-    with pytest.raises(SourceError, match="binary recording, not format 'jfr-json'"):
+    with pytest.raises(SourceError, match=r"is a binary recording, but .* format = 'jfr-json'"):
         open_jfr(RECORDING, format="jfr-json").load_all()
+    with pytest.raises(SourceError, match=r"is a JSON export, not a binary .* format = 'jfr'"):
+        open_jfr(EXPORT, format="jfr").load_all()
     other = tmp_path / "spans.json"
     other.write_text('{"resourceSpans": []}', encoding="utf-8")
     with pytest.raises(SourceError, match="not the output of jfr print --json"):

@@ -202,7 +202,9 @@ def test_unreadable_records_are_rejects_with_their_place_and_reason(tmp_path: Pa
     evidence = ik.open_evidence(_pack(tmp_path, {"events.jsonl": lines}))
     assert evidence.frame("events")["event_id"].tolist() == ["e5"]
     rejects = evidence.rejects.set_index("location")["reason"]
-    assert "not a number: 'yesterday'" in rejects["events.jsonl:2:sessionEvents[0]"]
+    assert "neither RFC 3339 text with an offset" in rejects["events.jsonl:2:sessionEvents[0]"]
+    assert "'yesterday'" in rejects["events.jsonl:2:sessionEvents[0]"]
+    assert "{'seconds': 'x'}" in rejects["events.jsonl:2:sessionEvents[1]"]
     assert "timestamp" in rejects["events.jsonl:2:sessionEvents[1]"]
     assert "id is missing" in rejects["events.jsonl:2:sessionEvents[2]"]
     assert "actions is not an object" in rejects["events.jsonl:2:sessionEvents[3]"]

@@ -21,7 +21,13 @@ from typing import Any
 import pandas as pd
 
 from incidentkit.flows._frames import as_columns
-from incidentkit.flows.latency_cliff.stacks import BOTH, DUMPS, JFR, TOP_FRAMES, is_application
+from incidentkit.flows.latency_cliff.stacks import (
+    BOTH,
+    DUMPS,
+    JFR,
+    TOP_FRAMES,
+    first_application_frame,
+)
 from incidentkit.frames import FLOAT, INT, OBJ, STR, TS
 
 MIN_SAMPLES = 3
@@ -121,7 +127,7 @@ def contention(jfr_locks: pd.DataFrame) -> pd.DataFrame:
     waits = jfr_locks.loc[monitor | lock]
     if waits.empty:
         return as_columns(pd.DataFrame(columns=list(CONTENTION_COLUMNS)), CONTENTION_COLUMNS)
-    app = waits["frames"].map(lambda fs: next((f for f in fs if is_application(f)), None))
+    app = waits["frames"].map(first_application_frame)
     waits = waits.assign(
         kind=waits["event_type"].map({"monitor-enter": "monitor", "park": "lock"}),
         app_frame=app,

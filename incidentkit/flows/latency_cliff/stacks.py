@@ -98,6 +98,11 @@ def is_application(frame: str) -> bool:
     return not name.startswith(LIBRARY_PREFIXES)
 
 
+def first_application_frame(frames: Sequence[str]) -> str | None:
+    """The first frame of a stack, from the top, that is the application's (None if none is)."""
+    return next((f for f in frames if is_application(f)), None)
+
+
 def _normal(text: str) -> str:
     return _WORD.sub("", text.lower())
 
@@ -190,7 +195,7 @@ def client_of(frames: Sequence[str]) -> str | None:
         for frame in candidates:
             if "client" in class_of(frame).rsplit(".", 1)[-1].lower():
                 return class_of(frame)
-    first = next((f for f in frames if is_application(f)), None)
+    first = first_application_frame(frames)
     return None if first is None else class_of(first)
 
 
@@ -203,7 +208,7 @@ def group_stuck(stuck: pd.DataFrame, tools: Iterable[str]) -> pd.DataFrame:
     if stuck.empty:
         return as_columns(pd.DataFrame(columns=list(GROUP_COLUMNS)), GROUP_COLUMNS)
     frames = stuck["frames"]
-    app = frames.map(lambda fs: next((f for f in fs if is_application(f)), None))
+    app = frames.map(first_application_frame)
     keyed = stuck.assign(app_frame=app, _top=stuck["top_frame"].fillna(""), _app=app.fillna(""))
     rows = []
     for (_, _), group in keyed.groupby(["_top", "_app"], sort=False):

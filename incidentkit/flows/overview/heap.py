@@ -13,7 +13,11 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from incidentkit.flows.latency_cliff.stacks import class_of, is_application
+from incidentkit.flows.latency_cliff.stacks import (
+    class_of,
+    first_application_frame,
+    is_application,
+)
 from incidentkit.flows.overview.growth import culprits
 from incidentkit.frames import BOOL, FLOAT, INT, STR, TS, cast_columns
 
@@ -85,7 +89,7 @@ def leak_candidates(jfr_old_objects: pd.DataFrame) -> pd.DataFrame:
     if jfr_old_objects.empty:
         return cast_columns(pd.DataFrame(columns=list(LEAK_COLUMNS)), LEAK_COLUMNS, what="leaks")
     frames = jfr_old_objects["frames"]
-    site = frames.map(lambda fs: next((f for f in fs if is_application(f)), None))
+    site = frames.map(first_application_frame)
     site = site.fillna(jfr_old_objects["top_frame"])
     holder = site.map(lambda f: class_of(f) if isinstance(f, str) and is_application(f) else None)
     keyed = jfr_old_objects.assign(
