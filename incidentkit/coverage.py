@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from incidentkit.baselines.indexes import IndexAdvice, advice
 from incidentkit.errors import IncidentkitError
 from incidentkit.evidence import FRAME_SOURCES, Evidence
 from incidentkit.manifest import EARLIEST
@@ -76,6 +77,8 @@ class Coverage:
     warnings: tuple[RejectGroup, ...] = ()
     all_rejected: tuple[str, ...] = ()
     """Sources that loaded no row because every record was rejected."""
+    indexes: tuple[IndexAdvice, ...] = ()
+    """Per database events/ledger table: the index a baseline query needs, and if one serves."""
 
     @property
     def complete(self) -> bool:
@@ -146,7 +149,15 @@ def measure(evidence: Evidence) -> Coverage:
             ]
         ),
         all_rejected=_all_rejected(evidence, frames, failed),
+        indexes=_indexes(evidence, failed),
     )
+
+
+def _indexes(evidence: Evidence, failed: Mapping[str, str]) -> tuple[IndexAdvice, ...]:
+    """The baseline index advice of every database section that loaded."""
+    environ: Mapping[str, str] | None = evidence._environ  # Evidence has no public accessor
+    found = (advice(spec, environ) for name, spec in evidence.sources.items() if name not in failed)
+    return tuple(item for item in found if item is not None)
 
 
 def _all_rejected(
@@ -278,4 +289,14 @@ def render_text(report: Coverage) -> str:
     for gap in report.joins:
         example = f"  e.g. {', '.join(gap.examples[:2])}" if gap.count else ""
         lines.append(f"  {gap.name:<44}{gap.count:>7} of {gap.total:<7}{example}")
+    if report.indexes:
+        lines += ["", "indexes for baselines (one app over days):"]
+    for item in report.indexes:
+        on = f"{item.section} {item.table} ({', '.join(item.columns)})"
+        if item.served_by is not None:
+            lines.append(f"  {on}: served by {item.served_by}")
+        else:
+            lines.append(
+                f"  ! {on}: no index; a baseline scans the whole table. Run: {item.statement}"
+            )
     return "\n".join(line.rstrip() for line in lines) + "\n"

@@ -179,3 +179,49 @@ def test_a_source_error_is_shown_once_with_its_section(tmp_path: Path) -> None:
     text = render_text(measure(incidentkit.open_evidence(tmp_path)))
     (line,) = {line for line in text.splitlines() if line.startswith("  ! jfr:")}
     assert line.startswith("  ! jfr: file not found") and "jfr: jfr:" not in text
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def sql_pack(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Path, str]:
+    """The runaway pack with its ledger and events in SQLite or PostgreSQL."""
+    from incidentkit.simulate import simulate
+
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'incident.sqlite'}"
+    else:
+        url = str(request.getfixturevalue("pg_url"))
+    monkeypatch.setenv("INCIDENT_DB_URL", url)
+    return simulate("runaway", tmp_path / "pack", into=url), url
+
+
+def test_inspect_names_the_index_a_baseline_needs_until_it_exists(
+    sql_pack: tuple[Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlalchemy as sa
+
+    pack, url = sql_pack
+    report = measure(incidentkit.open_evidence(pack))
+    advice = {item.section: item for item in report.indexes}
+    assert advice["events"].served_by is None  # (app_name, session_id, ts) does not serve
+    assert advice["events"].statement.endswith("ON adk_event (app_name, ts)")
+    assert advice["ledger"].statement.endswith("ON agent_run (app_name, started_at)")
+    assert main(["inspect", str(pack)]) == 0
+    text = capsys.readouterr().out
+    assert "! events adk_event (app_name, ts): no index" in text
+    assert "CREATE INDEX adk_event_app_name_ts ON adk_event (app_name, ts)" in text
+    writer = sa.create_engine(url, poolclass=sa.pool.NullPool)  # the DBA runs the statement
+    with writer.begin() as conn:
+        conn.exec_driver_sql(advice["events"].statement)
+    writer.dispose()
+    again = {item.section: item for item in measure(incidentkit.open_evidence(pack)).indexes}
+    assert again["events"].served_by == "adk_event_app_name_ts"
+    assert again["ledger"].served_by is None
+    assert "events adk_event (app_name, ts): served by adk_event_app_name_ts" in render_text(
+        measure(incidentkit.open_evidence(pack))
+    )
+
+
+def test_inspect_gives_no_index_advice_for_files() -> None:
+    assert measure(incidentkit.open_evidence(FIXTURES / "runaway")).indexes == ()

@@ -45,6 +45,47 @@ def begin(
     return incident, app, {"as_of": at}, sources
 
 
+def baseline_window(text: Any, as_of: pd.Timestamp) -> Window | None:
+    """The baseline window: empty means none (the incident window's own invocations); a
+    duration (``7d``) ends at ``as_of``; ``START/END`` gives both ends in UTC."""
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return None
+    raw = str(text).strip()
+    fix = 'give a duration before as_of such as "7d" or "24h", or START/END in UTC'
+    if "/" in raw:
+        start_text, _, end_text = raw.partition("/")
+        start = utc_timestamp(start_text.strip(), what="baseline start")
+        end = utc_timestamp(end_text.strip(), what="baseline end")
+        if end <= start:
+            raise ParameterError("baseline ends before it starts", value=raw, fix=fix)
+        return Window(start, end)
+    try:
+        span: pd.Timedelta | None = pd.Timedelta(raw)
+    except ValueError:
+        span = None
+    if span is None or pd.isna(span) or span <= pd.Timedelta(0):
+        raise ParameterError("baseline is not a duration or a START/END window", value=raw, fix=fix)
+    return Window(as_of - span, as_of + pd.Timedelta(microseconds=1))
+
+
+def baseline_flag(value: Any) -> bool:
+    """The ``baseline_engine`` parameter: true computes a baseline in the engine where the
+    source allows it, false loads its frames into pandas."""
+    if not isinstance(value, bool):
+        raise ParameterError(
+            "baseline_engine is not true or false",
+            value=value,
+            fix="give -p baseline_engine true (where the data lives) or false (load into pandas)",
+        )
+    return value
+
+
+def environ_of(evidence: Evidence) -> Mapping[str, str] | None:
+    """The environment ``evidence`` resolves ``env:`` URLs from (None: the process's)."""
+    environ: Mapping[str, str] | None = evidence._environ
+    return environ
+
+
 def opened(flow: str, evidence: Evidence | str | os.PathLike[str]) -> Evidence:
     """The incident a flow's ``evidence`` parameter names (an empty one is refused)."""
     if isinstance(evidence, str) and not evidence.strip():

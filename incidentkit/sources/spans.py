@@ -328,8 +328,9 @@ def _derive(frame: pd.DataFrame) -> pd.DataFrame:
     )
     kind = op.map(_OP_KIND).astype(object).fillna(pd.Series(by_name, index=frame.index))
     # Legacy Python: call_llm wraps generate_content; count the model call once.
-    key = frame["trace_id"] + frame["span_id"]
-    parent_kind = (frame["trace_id"] + frame["parent_span_id"]).map(pd.Series(kind.values, key))
+    trace = frame["trace_id"].astype("str")
+    key = trace + frame["span_id"].astype("str")
+    parent_kind = (trace + frame["parent_span_id"].astype("str")).map(pd.Series(kind.values, key))
     generate = op.eq("generate_content") | name.str.startswith("generate_content ")
     kind = kind.mask(generate & parent_kind.eq(SpanKind.CALL_LLM), SpanKind.OTHER)
     agents = name.str.extract(r"^(?:invoke_agent (.+)|agent_run \[(.+)\])$")

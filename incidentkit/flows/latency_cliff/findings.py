@@ -86,7 +86,8 @@ def _cliff(report: LatencyReport) -> Finding | None:
         f"{seconds(row['p50_after_ms'])}; {errors}: {failed}",
         f"A change point in per-invocation latency ({SOURCE_LABELS[str(row['source'])]}, "
         f"open invocations at their age): {row['runs_before']} runs before, "
-        f"{row['runs_after']} since.{queued}",
+        f"{row['runs_after']} since.{queued}"
+        + (f" {report.baseline_text}" if report.baseline is not None else ""),
         "Find what the open invocations wait on and which threads are stuck (below).",
         rows_of(report.cliff, CLIFF_ROW),
     )

@@ -4,26 +4,39 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 
+from incidentkit import baselines
 from incidentkit.errors import ParameterError
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
 from incidentkit.flows import FLOWS
 from incidentkit.flows.common import (
     Settings,
+    baseline_flag,
+    baseline_window,
     begin,
+    environ_of,
     findings_context,
     frames_of,
     notes_view,
     up_to,
 )
 from incidentkit.flows.common import setting as profile_setting
+from incidentkit.flows.latency_cliff.baseline import LatencyBaseline, from_values, summarised
 from incidentkit.flows.latency_cliff.findings import latency_findings
-from incidentkit.flows.latency_cliff.triage import LatencyReport, triage_latency
+from incidentkit.flows.latency_cliff.latency import empty_latency
+from incidentkit.flows.latency_cliff.triage import (
+    LatencyReport,
+    latency_by_source,
+    triage_latency,
+    with_baseline,
+)
 from incidentkit.flows.limits import with_limits
+from incidentkit.manifest import Window
 
 FLOW = "latency_cliff"
 SECTIONS = tuple(dict.fromkeys((*FLOWS[FLOW].sections, "jfr")))
@@ -63,12 +76,16 @@ def setup(
     as_of: Any = "",
     client_timeout_s: float = 0,
     bucket: str = "",
+    baseline: str = "",
+    baseline_engine: bool = True,
 ) -> tuple[Evidence, Settings]:
     """The incident narrowed to one app, and the flow's settings.
 
     The app comes from the parameter, the manifest or the ledger; ``as_of`` from the window's
     end; ``client_timeout_s`` from ``[apps.<app>]`` (else 60); ``bucket`` defaults to 1 minute.
-    The evidence is read up to ``as_of``: nothing after it is seen.
+    The evidence is read up to ``as_of``: nothing after it is seen. ``baseline`` (a duration
+    before ``as_of`` such as ``7d``, or ``START/END``) gives the latency of the days before;
+    ``baseline_engine`` computes it where the ledger or events live when they can be.
     """
     incident, app, values, sources = begin(FLOW, evidence, app_name=app_name, as_of=as_of)
     timeout, sources["client_timeout_s"] = profile_setting(
@@ -78,22 +95,62 @@ def setup(
     values["bucket"] = str(bucket or DEFAULT_BUCKET).strip()
     _bucket(values["bucket"])  # a bad duration fails here, before any triage
     sources["bucket"] = "parameter" if bucket else "default"
+    window = baseline_window(baseline, values["as_of"])
+    values["baseline"] = (
+        None if window is None else f"{window.start.isoformat()}/{window.end.isoformat()}"
+    )
+    sources["baseline"] = "parameter" if window is not None else "default"
+    values["baseline_engine"] = baseline_flag(baseline_engine)
+    sources["baseline_engine"] = "parameter" if baseline_engine is not True else "default"
     return up_to(incident, values["as_of"]), Settings(FLOW, app, values, sources)
 
 
+READS = ("runs", "events", "calls", "responses", "spans", "diagnostics", "threads")
+"""The frames the flow reads."""
+BASELINE_READS = ("runs", "events", "calls", "responses", "spans", "diagnostics")
+"""The frames a baseline loaded into pandas reads (no thread dumps)."""
+PUSHED = {"ledger": "ledger", "events": "events"}
+"""Latency source → the section an engine computes its baseline from."""
+
+
 def triage(evidence: Evidence, settings: Settings) -> LatencyReport:
-    """The flow on the app's evidence: latency, the cliff, open invocations, stuck threads."""
-    frames = frames_of(
-        evidence, ("runs", "events", "calls", "responses", "spans", "diagnostics", "threads")
-    )
+    """The flow on the app's evidence: latency, the cliff, open invocations, stuck threads,
+    and with a baseline, the latency of the days before from the same source."""
+    frames = frames_of(evidence, READS)
     jfr = evidence.has("jfr")
-    return triage_latency(
+    report = triage_latency(
         frames,
         as_of=settings["as_of"],
         client_timeout_s=settings["client_timeout_s"],
         bucket=_bucket(settings["bucket"]),
         jfr_samples=evidence.frame("jfr_samples") if jfr else None,
         jfr_locks=evidence.frame("jfr_locks") if jfr else None,
+    )
+    window = baseline_window(settings["baseline"], settings["as_of"])
+    if window is None or report.source is None:
+        return report
+    return with_baseline(report, _baseline(evidence, settings, window, report.source))
+
+
+def _baseline(
+    evidence: Evidence, settings: Settings, window: Window, source: str
+) -> LatencyBaseline:
+    """The baseline window's latency from ``source``: in its engine when it can be, else
+    from the window's frames in pandas."""
+    span = f"{window.start:%Y-%m-%d %H:%M} to {window.end:%Y-%m-%d %H:%M} UTC"
+    filters = replace(evidence.filters, window=window)
+    spec = evidence.sources.get(PUSHED.get(source, ""))
+    if settings["baseline_engine"] and spec is not None and baselines.pushable(spec):
+        found = baselines.latency_summary(spec, filters, environ=environ_of(evidence))
+        return from_values(found.value, label=f"{span} (computed in {found.where})", source=source)
+    frames = frames_of(evidence.narrowed(filters), BASELINE_READS)
+    latency = latency_by_source(frames).get(source, empty_latency())
+    return summarised(
+        latency,
+        start=window.start,
+        end=window.end,
+        label=f"{span} (loaded into pandas)",
+        source=source,
     )
 
 

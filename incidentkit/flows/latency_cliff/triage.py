@@ -16,6 +16,7 @@ import pandas as pd
 from incidentkit.flows._frames import as_columns
 from incidentkit.flows.common import Frames
 from incidentkit.flows.latency_cliff import cliff as cp
+from incidentkit.flows.latency_cliff.baseline import LatencyBaseline, compared
 from incidentkit.flows.latency_cliff.fixes import FIX_COLUMNS, fixes
 from incidentkit.flows.latency_cliff.hangs import by_last_event, open_invocations
 from incidentkit.flows.latency_cliff.latency import (
@@ -89,6 +90,24 @@ class LatencyReport:
     """JFR recordings whose samples were read for stuck threads."""
     contention: pd.DataFrame = field(default_factory=lambda: empty_contention())
     """Contended monitors and locks of the JFR recordings (:data:`.samples.CONTENTION_COLUMNS`)."""
+    baseline: LatencyBaseline | None = None
+    """The latency of a baseline window before the incident, when one was given."""
+
+    @property
+    def baseline_text(self) -> str:
+        """The baseline against the window in words ('' without a baseline)."""
+        if self.baseline is None:
+            return ""
+        if self.has_cliff:
+            row = self.cliff.iloc[0]
+            return compared(
+                self.baseline,
+                before_ms=float(row["p95_before_ms"]),
+                after_ms=float(row["p95_after_ms"]),
+            )
+        ended = self.series.loc[~self.series["open"], "ms"].dropna()
+        p95 = float(ended.quantile(0.95)) if len(ended) else math.nan
+        return compared(self.baseline, before_ms=None, after_ms=p95)
 
     @property
     def has_cliff(self) -> bool:
@@ -321,6 +340,12 @@ def triage_latency(
         contention=contention(jfr_locks) if jfr_locks is not None else empty_contention(),
     )
     return _with_fix(report)
+
+
+def with_baseline(report: LatencyReport, baseline: LatencyBaseline) -> LatencyReport:
+    """``report`` with the latency of a baseline window, and a note comparing it."""
+    done = replace(report, baseline=baseline)
+    return replace(done, notes=(*report.notes, done.baseline_text))
 
 
 def empty_contention() -> pd.DataFrame:

@@ -9,14 +9,17 @@ from typing import Any
 
 import pandas as pd
 
+from incidentkit import baselines
 from incidentkit.errors import ParameterError
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
 from incidentkit.flows import FLOWS
 from incidentkit.flows.common import (
-    Frames,
     Settings,
+    baseline_flag,
+    baseline_window,
     begin,
+    environ_of,
     findings_context,
     frames_of,
     notes_view,
@@ -26,9 +29,7 @@ from incidentkit.flows.common import setting as profile_setting
 from incidentkit.flows.limits import with_limits
 from incidentkit.flows.runaway.findings import runaway_findings
 from incidentkit.flows.runaway.signatures import MIN_REPEATS
-from incidentkit.flows.runaway.triage import RunawayReport, triage_runaway
-from incidentkit.manifest import Window
-from incidentkit.times import utc_timestamp
+from incidentkit.flows.runaway.triage import RunawayReport, rebased, triage_runaway
 
 FLOW = "runaway"
 SECTIONS = FLOWS[FLOW].sections
@@ -69,29 +70,6 @@ def _price(value: Any) -> float | None:
     return float(value)
 
 
-def baseline_window(text: Any, as_of: pd.Timestamp) -> Window | None:
-    """The baseline window: empty means none (the incident window's own invocations); a
-    duration (``7d``) ends at ``as_of``; ``START/END`` gives both ends in UTC."""
-    if text is None or (isinstance(text, str) and not text.strip()):
-        return None
-    raw = str(text).strip()
-    fix = 'give a duration before as_of such as "7d" or "24h", or START/END in UTC'
-    if "/" in raw:
-        start_text, _, end_text = raw.partition("/")
-        start = utc_timestamp(start_text.strip(), what="baseline start")
-        end = utc_timestamp(end_text.strip(), what="baseline end")
-        if end <= start:
-            raise ParameterError("baseline ends before it starts", value=raw, fix=fix)
-        return Window(start, end)
-    try:
-        span: pd.Timedelta | None = pd.Timedelta(raw)
-    except ValueError:
-        span = None
-    if span is None or pd.isna(span) or span <= pd.Timedelta(0):
-        raise ParameterError("baseline is not a duration or a START/END window", value=raw, fix=fix)
-    return Window(as_of - span, as_of + pd.Timedelta(microseconds=1))
-
-
 def setup(
     evidence: Evidence | str | os.PathLike[str],
     *,
@@ -102,13 +80,16 @@ def setup(
     loop_exit_keys: list[str] | None = None,
     min_repeats: int = 0,
     price_per_1k_tokens: float = 0.0,
+    baseline_engine: bool = True,
 ) -> tuple[Evidence, Settings]:
     """The incident narrowed to one app, and the flow's settings.
 
     ``max_llm_calls`` and ``loop_exit_keys`` come from the parameters, else ``[apps.<app>]``
     (neither is required: the limit error names the limit, and a loop without a known exit key
     is still found); ``min_repeats`` defaults to 3; ``baseline`` to none; ``as_of`` to the
-    window's end, or now when the manifest has no window.
+    window's end, or now when the manifest has no window. ``baseline_engine`` computes the
+    baseline where the events live (a database, or JSONL/Parquet files through DuckDB) when
+    they can be; false loads the baseline's frames into pandas.
     """
     incident, app, values, sources = begin(
         FLOW, evidence, app_name=app_name, as_of=as_of, now_without_window=True
@@ -141,6 +122,8 @@ def setup(
         None if window is None else f"{window.start.isoformat()}/{window.end.isoformat()}"
     )
     sources["baseline"] = "parameter" if window is not None else "default"
+    values["baseline_engine"] = baseline_flag(baseline_engine)
+    sources["baseline_engine"] = "parameter" if baseline_engine is not True else "default"
     return up_to(incident, values["as_of"]), Settings(FLOW, app, values, sources)
 
 
@@ -149,22 +132,42 @@ READS = ("runs", "events", "calls", "responses", "state_writes", "spans", "diagn
 
 
 def triage(evidence: Evidence, settings: Settings) -> RunawayReport:
-    """The flow on the app's evidence: counts, limit hits, loops, the recommendation, cost."""
-    baseline: Frames | None = None
-    label = "the incident window"
+    """The flow on the app's evidence: counts, limit hits, loops, the recommendation, cost.
+
+    With a baseline, its distribution is computed in the engine when the events can be
+    (:mod:`incidentkit.baselines`: only a histogram of counts travels), else from its frames
+    loaded into pandas; the report's ``baseline`` names which.
+    """
     window = baseline_window(settings["baseline"], settings["as_of"])  # START/END, as setup wrote
-    if window is not None:
-        baseline = frames_of(evidence.narrowed(replace(evidence.filters, window=window)), READS)
-        label = f"the baseline {window.start:%Y-%m-%d %H:%M} to {window.end:%Y-%m-%d %H:%M} UTC"
+    options: dict[str, Any] = {
+        "as_of": settings["as_of"],
+        "max_llm_calls": settings["max_llm_calls"],
+        "loop_exit_keys": tuple(settings["loop_exit_keys"]),
+        "min_repeats": settings["min_repeats"],
+        "price_per_1k_tokens": settings["price_per_1k_tokens"],
+    }
+    frames = frames_of(evidence, READS)
+    if window is None:
+        return triage_runaway(frames, **options)
+    span = f"the baseline {window.start:%Y-%m-%d %H:%M} to {window.end:%Y-%m-%d %H:%M} UTC"
+    base_filters = replace(evidence.filters, window=window)
+    spec = evidence.sources.get("events")
+    if settings["baseline_engine"] and spec is not None and baselines.pushable(spec):
+        report = triage_runaway(frames, **options)
+        found = baselines.call_histogram(
+            spec,
+            base_filters,
+            marked=report.flagged["invocation_id"].dropna().tolist(),
+            environ=environ_of(evidence),
+        )
+        label = (
+            f"{span} (computed in {found.where}: model-authored events; loop signatures as the "
+            "incident window shows them)"
+        )
+        return rebased(report, found.value, label=label)
+    baseline = frames_of(evidence.narrowed(base_filters), READS)
     return triage_runaway(
-        frames_of(evidence, READS),
-        as_of=settings["as_of"],
-        baseline=baseline,
-        baseline_label=label,
-        max_llm_calls=settings["max_llm_calls"],
-        loop_exit_keys=tuple(settings["loop_exit_keys"]),
-        min_repeats=settings["min_repeats"],
-        price_per_1k_tokens=settings["price_per_1k_tokens"],
+        frames, baseline=baseline, baseline_label=f"{span} (loaded into pandas)", **options
     )
 
 

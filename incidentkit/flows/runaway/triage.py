@@ -380,6 +380,21 @@ def worst_steps(frames: Frames, invocation_id: str | None) -> pd.DataFrame:
     return as_columns(out.reset_index(drop=True), STEP_COLUMNS)
 
 
+_FEW_NOTE = "The healthy p99 comes from "
+
+
+def _few_note(wide: pd.DataFrame, label: str) -> list[str]:
+    """The note a healthy p99 of fewer than :data:`FEW` invocations gets (none otherwise)."""
+    healthy = int((~wide["hit_limit"] & ~wide["looped"] & wide["ended"]).sum())
+    if not 0 < healthy < FEW:
+        return []
+    return [
+        f"{_FEW_NOTE}{healthy} invocation(s) of {label}: below {FEW} it is close to their "
+        'maximum. Give a longer baseline (e.g. baseline = "7d") before setting the limit from '
+        "it."
+    ]
+
+
 def triage_runaway(
     frames: Frames,
     *,
@@ -464,13 +479,7 @@ def triage_runaway(
             f"The configured maxLlmCalls is not known (no max_llm_calls in the app's profile, "
             f"no limit error): ADK's default {limits.DEFAULT_LIMIT} is assumed."
         )
-    healthy = int((~wide["hit_limit"] & ~wide["looped"] & wide["ended"]).sum())
-    if 0 < healthy < FEW:
-        notes.append(
-            f"The healthy p99 comes from {healthy} invocation(s) of {baseline_label}: below "
-            f"{FEW} it is close to their maximum. Give a longer baseline (e.g. baseline = "
-            '"7d") before setting the limit from it.'
-        )
+    notes.extend(_few_note(wide, baseline_label))
     if len(tokens) == 0:
         notes.append("No usage metadata on the events or spans: tokens and cost are unknown.")
     return RunawayReport(
@@ -492,4 +501,50 @@ def triage_runaway(
         steps=worst_steps(frames, worst),
         min_repeats=min_repeats,
         notes=tuple(notes),
+    )
+
+
+BASELINE_SOURCE = "events"
+"""The source an engine baseline counts: the model-authored events (``counts.model_events``)."""
+
+
+def histogram_counted(histogram: pd.DataFrame, *, configured: int) -> pd.DataFrame:
+    """An engine baseline's histogram (``baselines.queries.HISTOGRAM_COLUMNS``) as counted
+    rows (:data:`COUNTED_COLUMNS`, no ids): an invocation hit the limit when it stored the
+    limit error or made ``configured`` calls, and is flagged (``looped``) when ``marked``."""
+    rows = np.repeat(np.arange(len(histogram)), histogram["invocations"].to_numpy(dtype=np.int64))
+    calls = histogram["model_calls"].to_numpy(dtype=np.int64)[rows]
+    hit = histogram["hit_limit"].to_numpy(dtype=bool)[rows] | (calls >= configured)
+    wide = pd.DataFrame(
+        {
+            "invocation_id": pd.Series([None] * len(rows), dtype=object),
+            "run_id": pd.Series([None] * len(rows), dtype=object),
+            "model_calls": calls,
+            "ended": histogram["ended"].to_numpy(dtype=bool)[rows],
+            "source": BASELINE_SOURCE,
+            "hit_limit": hit,
+            "looped": histogram["marked"].to_numpy(dtype=bool)[rows] & ~hit,
+        }
+    )
+    return as_columns(wide, COUNTED_COLUMNS)
+
+
+def rebased(report: RunawayReport, histogram: pd.DataFrame, *, label: str) -> RunawayReport:
+    """``report`` with its distribution, healthy p99 and recommendation from a baseline
+    computed in an engine (``histogram``: :func:`histogram_counted`'s input), labelled
+    ``label``. Only the distribution changes: hits, loops and cost stay the window's."""
+    wide = histogram_counted(histogram, configured=report.configured)
+    model_calls = _distribution(
+        wide,
+        configured=report.configured,
+        source=BASELINE_SOURCE if len(wide) else None,
+        agree=report.disagreements.empty,
+    )
+    notes = [note for note in report.notes if not note.startswith(_FEW_NOTE)]
+    return replace(
+        report,
+        baseline=label,
+        baseline_counted=wide,
+        model_calls=model_calls,
+        notes=(*notes, *_few_note(wide, label)),
     )

@@ -5,15 +5,19 @@ pack's truth."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from conftest import INCIDENT_DB_PASSWORD, pack_without, read_run
 
 from incidentkit.errors import ParameterError
 from incidentkit.findings import Findings
 from incidentkit.flows import runaway as ra
+from incidentkit.flows.runaway import counts
+from incidentkit.manifest import Window
 from incidentkit.simulate import simulate
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
@@ -170,17 +174,62 @@ def test_without_events_no_loop_is_seen_and_the_notes_say_why(tmp_path: Path) ->
 
 def test_a_baseline_window_gives_the_distribution_and_the_window_the_rows() -> None:
     whole = "2026-11-29T16:00:00Z/2026-11-29T16:40:00Z"  # the pack's traffic, past as_of too
-    findings = _steps(RUNAWAY, app_name=APP, as_of="2026-11-29T16:15:00Z", baseline=whole)
+    findings = _steps(
+        RUNAWAY, app_name=APP, as_of="2026-11-29T16:15:00Z", baseline=whole, baseline_engine=False
+    )
     items = _items(findings)
     assert "baseline" in items["runaway/model-calls"]["detail"]
+    assert "loaded into pandas" in items["runaway/model-calls"]["detail"]
     [calls] = items["runaway/model-calls"]["rows"]
     assert calls["healthy_p99"] == TRUTH["llm_calls"]["p99"]  # the whole pack's traffic
     assert {row["invocation_id"] for row in items["runaway/loops"]["rows"]} == {
         TRUTH["ping_pong"]["invocation_id"],
         TRUTH["loop"]["invocation_id"],
     }  # the repeat started at 16:21, after as_of
-    before = _items(_steps(RUNAWAY, app_name=APP, as_of="2026-11-29T16:15:00Z", baseline="1h"))
+    before = _items(
+        _steps(
+            RUNAWAY,
+            app_name=APP,
+            as_of="2026-11-29T16:15:00Z",
+            baseline="1h",
+            baseline_engine=False,
+        )
+    )
     assert before["runaway/model-calls"]["rows"][0]["invocations"] < calls["invocations"]
+
+
+def test_a_baseline_in_the_engine_counts_as_the_events_do_but_sees_loops_only_in_the_window() -> (
+    None
+):
+    """DuckDB over events.jsonl: the counts of the model-authored events; the repeat (16:21,
+    after as_of) carries no flag the engine can see, so it counts as healthy there."""
+    whole = "2026-11-29T16:00:00Z/2026-11-29T16:40:00Z"
+    incident, settings = ra.setup(
+        RUNAWAY, app_name=APP, as_of="2026-11-29T16:15:00Z", baseline=whole
+    )
+    engine = ra.triage(incident, settings)
+    assert "computed in DuckDB over events.jsonl" in engine.baseline
+    base = incident.narrowed(replace(incident.filters, window=Window.parse(*whole.split("/"))))
+    by_events = counts.from_events(base.events, base.responses)
+    assert sorted(engine.baseline_counted["model_calls"]) == sorted(by_events["model_calls"])
+    seen = set(engine.flagged["invocation_id"])
+    healthy = by_events.loc[
+        by_events["ended"]
+        & ~by_events["invocation_id"].isin(seen)
+        & by_events["model_calls"].lt(engine.configured)
+    ]
+    assert TRUTH["repeated_call"]["invocation_id"] in set(healthy["invocation_id"])
+    assert engine.healthy_p99 == pytest.approx(np.quantile(healthy["model_calls"], 0.99))
+    loaded = ra.triage(
+        *ra.setup(
+            RUNAWAY,
+            app_name=APP,
+            as_of="2026-11-29T16:15:00Z",
+            baseline=whole,
+            baseline_engine=False,
+        )
+    )
+    assert engine.hits.equals(loaded.hits) and engine.loops.equals(loaded.loops)
 
 
 def test_a_limit_at_the_recommendation_is_kept() -> None:
@@ -279,3 +328,37 @@ def test_the_notebook_on_a_healthy_window_is_clean_and_exits_0(tmp_path: Path) -
     code, findings, html = read_run("runaway", HEALTHY, tmp_path, app_name="support")
     assert (code, findings["verdict"]) == (0, "CLEAN")
     assert "No rows" in html
+
+
+def test_a_baseline_in_a_database_equals_the_one_duckdb_computes_from_the_files(
+    incident_db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same pack in SQLite or PostgreSQL: the database computes the baseline, and its
+    distribution is DuckDB's over the pack's JSON lines."""
+    pack = simulate("runaway", tmp_path / "pack", into=incident_db_url)
+    monkeypatch.setenv("INCIDENT_DB_URL", incident_db_url)
+    whole = "2026-11-29T16:00:00Z/2026-11-29T16:40:00Z"
+    in_db = _steps(pack, app_name=APP, as_of="2026-11-29T16:15:00Z", baseline=whole)
+    in_files = _steps(RUNAWAY, app_name=APP, as_of="2026-11-29T16:15:00Z", baseline=whole)
+    detail = _items(in_db)["runaway/model-calls"]["detail"]
+    assert " over adk_event: model-authored events" in detail
+    assert "computed in SQLite" in detail or "computed in PostgreSQL" in detail
+    assert (
+        "computed in DuckDB over events.jsonl" in _items(in_files)["runaway/model-calls"]["detail"]
+    )
+    [db_row] = _items(in_db)["runaway/model-calls"]["rows"]
+    [file_row] = _items(in_files)["runaway/model-calls"]["rows"]
+    assert db_row == file_row
+
+
+@pytest.mark.notebook
+def test_the_notebook_says_where_its_baseline_was_computed(tmp_path: Path) -> None:
+    whole = "2026-11-29T16:00:00Z/2026-11-29T16:40:00Z"
+    _, found, html = read_run("runaway", RUNAWAY, tmp_path / "a", app_name=APP, baseline=whole)
+    assert "computed in DuckDB over events.jsonl" in html
+    assert found["evidence"]["parameters"]["baseline_engine"] is True
+    _, loaded, _ = read_run(
+        "runaway", RUNAWAY, tmp_path / "b", app_name=APP, baseline=whole, baseline_engine=False
+    )
+    assert loaded["evidence"]["parameters"]["baseline_engine"] is False
+    assert "loaded into pandas" in _items(loaded)["runaway/model-calls"]["detail"]

@@ -1,0 +1,365 @@
+"""Baseline aggregates as SQLAlchemy Core queries, computed where the events and runs live.
+
+Over a long window only aggregates travel: the distribution of model calls per invocation
+(how many invocations made N calls, :func:`call_histogram`), the latency percentiles of the
+runs that ended and their error counts (:func:`latency_summary`), errors per time bucket
+(:func:`error_buckets`). Never an event document.
+
+The events are read as the kit's loader reads them (``sources/events.py``): a table of ADK
+Java event JSON (``adk_event``, the manifest's ``table`` and ``columns`` honoured) or ADK
+Python's ``events`` store (``event_data``, snake_case). Each event's flags follow the
+normaliser's rules (``adk_events.py``) and the flows' counts:
+
+- a **model call** (``runaway/counts.py``): an event not authored by ``user``, not partial,
+  carrying no function response part, and not ADK Python's limit error event;
+- a **final response**: ``skipSummarization``, a non-empty ``longRunningToolIds``, or no call,
+  no response and not partial (ADK Python: also an error that calls nothing). A trailing
+  code-execution result is not looked for (the kit's agents run none);
+- an **error**: an ``errorCode``; a **limit error**: an error code or message naming
+  ``LlmCallsLimitExceeded`` or "limit of N exceeded".
+
+A part is found by its key in the text of ``content.parts`` (``"functionResponse":``), the
+one JSON search every engine has. Filters (window, app, sessions, invocations) are the kit's
+own Core conditions (:func:`incidentkit.sources.sql.where`), every value bound; connections
+are the kit's read-only ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
+
+from incidentkit.baselines import dialects
+from incidentkit.errors import ManifestError, ParameterError
+from incidentkit.frames import RunStatus
+from incidentkit.manifest import Filters, SourceSpec
+from incidentkit.sources import sql
+
+JAVA_TABLE = "adk_event"
+JAVA_COLUMNS = ("event_id", "app_name", "user_id", "session_id", "invocation_id", "ts", "event")
+PYTHON_TABLE = "events"
+PYTHON_COLUMNS = {
+    "event_id": "id",
+    "app_name": "app_name",
+    "user_id": "user_id",
+    "session_id": "session_id",
+    "invocation_id": "invocation_id",
+    "ts": "timestamp",
+    "event": "event_data",
+}
+LEDGER_TABLE = "agent_run"
+LEDGER_COLUMNS = ("run_id", "app_name", "session_id", "invocation_id", "status")
+LEDGER_TIMES = ("started_at", "updated_at")
+
+CAMEL: Mapping[str, tuple[str, ...]] = {
+    "author": ("author",),
+    "partial": ("partial",),
+    "error_code": ("errorCode",),
+    "error_message": ("errorMessage",),
+    "parts": ("content", "parts"),
+    "skip": ("actions", "skipSummarization"),
+    "long_running": ("longRunningToolIds",),
+}
+SNAKE: Mapping[str, tuple[str, ...]] = {
+    **CAMEL,
+    "error_code": ("error_code",),
+    "error_message": ("error_message",),
+    "skip": ("actions", "skip_summarization"),
+    "long_running": ("long_running_tool_ids",),
+}
+QUANTILES = (0.5, 0.95, 0.99)
+_TRUE = ("true", "1")
+
+
+@dataclass(frozen=True)
+class EventTable:
+    """An events table as the baseline reads it: its columns, key style and time storage."""
+
+    info: sql.TableInfo
+    names: Mapping[str, str]
+    """canonical column (``app_name``, ``ts``, ``event``, ...) → the table's own name."""
+    keys: Mapping[str, tuple[str, ...]]
+    storage: sql.TimeStorage
+    python: bool
+    """ADK Python's final-response clause (an error that calls nothing ends the run)."""
+
+    def column(self, name: str) -> sa.ColumnClause[Any]:
+        return sql.column(self.info.clause, self.names[name])
+
+
+def event_table(conn: Connection, spec: SourceSpec, *, what: str) -> EventTable:
+    """The events table of ``spec`` as the loader would pick it: ADK Python's store when the
+    format says so or when it alone is there, else a table of ADK Java event JSON."""
+    if spec.format == "adk-python-db" or (
+        spec.format is None
+        and not spec.table
+        and not spec.columns
+        and sql.inspect_table(conn, JAVA_TABLE) is None
+        and sql.inspect_table(conn, PYTHON_TABLE) is not None
+    ):
+        info = sql.require_table(conn, PYTHON_TABLE, list(PYTHON_COLUMNS.values()), what=what)
+        if "timestamp" in info.naive_time_columns:
+            storage: sql.TimeStorage = "naive"
+        else:  # SqliteSessionService keeps epoch seconds (REAL); a zoned column is aware
+            storage = "epoch_s" if conn.dialect.name == "sqlite" else "aware"
+        return EventTable(info, PYTHON_COLUMNS, SNAKE, storage, python=True)
+    unknown = sorted(set(spec.columns) - set(JAVA_COLUMNS))
+    if unknown:
+        raise ManifestError(
+            "[events] columns maps names that are not columns of an event table",
+            value=unknown,
+            fix=f"map only these canonical names to yours: {', '.join(JAVA_COLUMNS)}",
+        )
+    names = {col: spec.columns.get(col, col) for col in JAVA_COLUMNS}
+    info = sql.require_table(conn, spec.table or JAVA_TABLE, list(names.values()), what=what)
+    return EventTable(info, names, CAMEL, sql.time_storage(info, names["ts"]), python=False)
+
+
+def _like(text: ColumnElement[Any], pattern: str) -> ColumnElement[bool]:
+    return sa.func.coalesce(text, "").like(pattern)
+
+
+def _flags(conn: Connection, events: EventTable) -> dict[str, ColumnElement[bool]]:
+    """Per event: model call, final response, error, limit error (see the module doc).
+
+    Each JSON field is read once per flag that needs it; the part tests use the engine's
+    own JSON search (:func:`dialects.has_item_key`).
+    """
+    doc = events.column("event")
+
+    def field(name: str) -> ColumnElement[str]:
+        return dialects.json_text(conn, doc, events.keys[name])
+
+    def has_part(*names: str) -> ColumnElement[bool]:
+        tests = [dialects.has_item_key(conn, doc, events.keys["parts"], n) for n in names]
+        return tests[0] if len(tests) == 1 else sa.or_(*tests)
+
+    # A Python store may hold by-alias (camelCase) parts too: the normaliser reads both.
+    python = events.python
+    has_response = has_part(
+        *(("functionResponse", "function_response") if python else ("functionResponse",))
+    )
+    has_call = has_part(*(("functionCall", "function_call") if python else ("functionCall",)))
+    partial = sa.func.coalesce(field("partial"), "").in_(_TRUE)
+    code, message = field("error_code"), sa.func.lower(field("error_message"))
+    refused = sa.or_(
+        _like(sa.func.lower(code), "%llmcallslimitexceeded%"),
+        _like(message, "%llmcallslimitexceeded%"),
+        _like(message, "%limit of %exceeded%"),
+    )
+    final = sa.or_(
+        sa.func.coalesce(field("skip"), "").in_(_TRUE),
+        sa.func.coalesce(field("long_running"), "[]").not_in(["[]", "null"]),
+        sa.and_(~has_call, ~has_response, ~partial),
+    )
+    if python:
+        final = sa.or_(final, sa.and_(code.is_not(None), ~partial, ~has_call))
+    model = sa.and_(field("author") != "user", ~partial, ~has_response, ~refused)
+    return {"model": model, "final": final, "error": code.is_not(None), "refused": refused}
+
+
+def _one(condition: ColumnElement[bool]) -> ColumnElement[int]:
+    return sa.case((condition, 1), else_=0)
+
+
+def per_invocation(
+    conn: Connection,
+    events: EventTable,
+    filters: Filters,
+    marked: Sequence[str] = (),
+    *,
+    times: bool = True,
+) -> sa.Subquery:
+    """One row per invocation of the filtered events: ``model_calls``, ``ended`` (a final
+    response stored), ``hit_limit``, ``error``, ``start_s``/``end_s`` (epoch seconds of the
+    first and last event), ``last_final`` (whether the last event is a final response) and
+    ``marked`` (one of the ``marked`` invocation ids). ``times=False`` leaves out the
+    columns of time and errors (a histogram of counts reads no clock)."""
+    flags = _flags(conn, events)
+    inv = events.column("invocation_id")
+    mark = sql.in_values(conn, inv, "marked", marked) if marked else sa.false()
+    seconds = dialects.epoch_seconds(conn, events.column("ts"), events.storage)
+    conditions = sql.where(
+        conn,
+        filters,
+        sql.Predicates(
+            time=events.names["ts"],
+            app_name=events.names["app_name"],
+            session_id=events.names["session_id"],
+            invocation_id=events.names["invocation_id"],
+            time_storage=events.storage,
+        ),
+        events.info,
+    )
+    columns = [
+        inv.label("invocation_id"),
+        _one(flags["model"]).label("model"),
+        _one(flags["final"]).label("final"),
+        _one(flags["refused"]).label("refused"),
+        _one(mark).label("marked"),
+    ]
+    if times:
+        columns += [_one(flags["error"]).label("error"), seconds.label("s")]
+    rows = (
+        sa.select(*columns)
+        .select_from(events.info.clause)
+        .where(*conditions, inv.is_not(None))
+        .subquery("flagged")
+    )
+    r = rows.c
+    per = [
+        r.invocation_id,
+        sa.func.sum(r.model).label("model_calls"),
+        sa.func.max(r.final).label("ended"),
+        sa.func.max(r.refused).label("hit_limit"),
+        sa.func.max(r.marked).label("marked"),
+    ]
+    if times:
+        last = sa.func.max(r.s)
+        per += [
+            sa.func.max(r.error).label("error"),
+            sa.func.min(r.s).label("start_s"),
+            last.label("end_s"),
+            _one(sa.func.max(sa.case((r.final == 1, r.s))) >= last).label("last_final"),
+        ]
+    return sa.select(*per).group_by(r.invocation_id).subquery("per_invocation")
+
+
+def call_histogram(
+    conn: Connection, events: EventTable, filters: Filters, marked: Sequence[str] = ()
+) -> pd.DataFrame:
+    """How many invocations made each number of model calls, split by ``ended``,
+    ``hit_limit`` and ``marked`` (:data:`HISTOGRAM_COLUMNS`).
+
+    As the flow counts (``counts.from_events``), an invocation with no model call is left out.
+    """
+    inv = per_invocation(conn, events, filters, marked, times=False)
+    keys = (inv.c.model_calls, inv.c.ended, inv.c.hit_limit, inv.c.marked)
+    statement = (
+        sa.select(*keys, sa.func.count().label("invocations"))
+        .where(inv.c.model_calls > 0)
+        .group_by(*keys)
+        .order_by(*keys)
+    )
+    rows = conn.execute(statement).all()
+    return histogram_frame(rows)
+
+
+HISTOGRAM_COLUMNS: Mapping[str, str] = {
+    "model_calls": "int64",
+    "ended": "bool",
+    "hit_limit": "bool",
+    "marked": "bool",
+    "invocations": "int64",
+}
+"""Invocations (``invocations``) per model-call count and flags: a final response stored
+(``ended``), a limit error stored (``hit_limit``), one of the ids asked about (``marked``)."""
+
+
+def histogram_frame(rows: Any) -> pd.DataFrame:
+    """Rows of :data:`HISTOGRAM_COLUMNS` values as a typed frame."""
+    frame = pd.DataFrame([tuple(row) for row in rows], columns=list(HISTOGRAM_COLUMNS))
+    return frame.astype(dict(HISTOGRAM_COLUMNS))
+
+
+def event_runs(conn: Connection, events: EventTable, filters: Filters) -> sa.Subquery:
+    """Per invocation of the events, as :func:`latency_summary` reads runs: ``start_s``,
+    ``ms`` (first to last event; NULL unless its last event is a final response), ``ended``,
+    ``error``."""
+    inv = per_invocation(conn, events, filters)
+    ended = inv.c.last_final == 1
+    return sa.select(
+        inv.c.start_s,
+        sa.case((ended, (inv.c.end_s - inv.c.start_s) * 1000.0)).label("ms"),
+        _one(ended).label("ended"),
+        inv.c.error,
+    ).subquery("runs")
+
+
+def ledger_runs(conn: Connection, spec: SourceSpec, filters: Filters, *, what: str) -> sa.Subquery:
+    """Per ledger run started in the window, as the flow times it (``latency.from_ledger``):
+    ``started_at`` to a terminal row's ``updated_at``; PAUSED runs left out; FAILED and PARKED
+    are errors."""
+    names = {col: spec.columns.get(col, col) for col in (*LEDGER_COLUMNS, *LEDGER_TIMES)}
+    table = spec.table or LEDGER_TABLE
+    info = sql.require_table(conn, table, list(names.values()), what=what)
+    c = {col: sql.column(info.clause, name) for col, name in names.items()}
+    storage = {t: sql.time_storage(info, names[t]) for t in LEDGER_TIMES}
+    start = dialects.epoch_seconds(conn, c["started_at"], storage["started_at"])
+    end = dialects.epoch_seconds(conn, c["updated_at"], storage["updated_at"])
+    status = sa.func.upper(c["status"])
+    terminal = status.in_([RunStatus.DONE, RunStatus.FAILED, RunStatus.PARKED])
+    conditions = sql.where(
+        conn,
+        filters,
+        sql.Predicates(
+            time=names["started_at"],
+            app_name=names["app_name"],
+            session_id=names["session_id"],
+            invocation_id=names["invocation_id"],
+            time_storage=storage["started_at"],
+        ),
+        info,
+    )
+    return (
+        sa.select(
+            start.label("start_s"),
+            sa.case((terminal, (end - start) * 1000.0)).label("ms"),
+            _one(terminal).label("ended"),
+            _one(status.in_([RunStatus.FAILED, RunStatus.PARKED])).label("error"),
+        )
+        .select_from(info.clause)
+        .where(*conditions, c["started_at"].is_not(None), status != RunStatus.PAUSED)
+        .subquery("runs")
+    )
+
+
+def latency_summary(conn: Connection, runs: sa.Subquery) -> dict[str, float]:
+    """``runs`` (``start_s``, ``ms``, ``ended``, ``error``) summed up: ``runs``, ``ended``,
+    ``errors`` and the p50/p95/p99 of ``ms`` over the runs that ended."""
+    counts = conn.execute(
+        sa.select(
+            sa.func.count().label("runs"),
+            sa.func.coalesce(sa.func.sum(runs.c.ended), 0).label("ended"),
+            sa.func.coalesce(sa.func.sum(runs.c.error), 0).label("errors"),
+        )
+    ).one()
+    ended = sa.select(runs.c.ms).where(runs.c.ended == 1).subquery("ended")
+    pct = conn.execute(dialects.percentiles(conn, ended, "ms", QUANTILES)).one()
+    out = {"runs": float(counts.runs), "ended": float(counts.ended), "errors": float(counts.errors)}
+    for q, value in zip(QUANTILES, pct, strict=True):
+        out[f"p{round(q * 100)}_ms"] = float("nan") if value is None else float(value)
+    return out
+
+
+def error_buckets(conn: Connection, runs: sa.Subquery, size: pd.Timedelta) -> pd.DataFrame:
+    """Runs and errors per UTC bucket of start time (empty buckets absent): ``bucket``,
+    ``runs``, ``errors``."""
+    seconds = size.total_seconds()
+    if not seconds > 0:
+        raise ParameterError(
+            "bucket is not a positive duration", value=str(size), fix='give a duration, "1min"'
+        )
+    bucket = dialects.time_bucket(conn, runs.c.start_s, seconds).label("bucket_s")
+    statement = (
+        sa.select(bucket, sa.func.count().label("runs"), sa.func.sum(runs.c.error).label("errors"))
+        .group_by(bucket)
+        .order_by(bucket)
+    )
+    return bucket_frame(conn.execute(statement).all())
+
+
+def bucket_frame(rows: Sequence[Sequence[Any]]) -> pd.DataFrame:
+    """Rows of ``(bucket epoch seconds, runs, errors)`` as a typed frame."""
+    frame = pd.DataFrame(
+        [(float(b), int(n), int(e or 0)) for b, n, e in rows],
+        columns=["bucket_s", "runs", "errors"],
+    )
+    frame.insert(0, "bucket", pd.to_datetime(frame.pop("bucket_s"), unit="s", utc=True))
+    return frame.astype({"bucket": "datetime64[ns, UTC]", "runs": "int64", "errors": "int64"})
