@@ -155,7 +155,7 @@ def measure(evidence: Evidence) -> Coverage:
 
 def _indexes(evidence: Evidence, failed: Mapping[str, str]) -> tuple[IndexAdvice, ...]:
     """The baseline index advice of every database section that loaded."""
-    environ: Mapping[str, str] | None = evidence._environ  # Evidence has no public accessor
+    environ = evidence.environ
     found = (advice(spec, environ) for name, spec in evidence.sources.items() if name not in failed)
     return tuple(item for item in found if item is not None)
 

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from incidentkit.frames import empty, spec_of
-from incidentkit.manifest import Filters, Manifest, SourceSpec, Window, load_manifest
+from incidentkit.manifest import PARQUET, Filters, Manifest, SourceSpec, Window, load_manifest
 from incidentkit.sources.base import Loaded, concat_rejects
 
 FRAME_SOURCES: Mapping[str, str] = {
@@ -37,9 +37,11 @@ FRAME_SOURCES: Mapping[str, str] = {
 Loader = Callable[..., Loaded]
 
 
-def loader_for(section: str) -> Loader:
-    """The ``load(spec, filters, *, environ)`` function of a manifest section."""
-    module = importlib.import_module(f"incidentkit.sources.{section}")
+def loader_for(section: str, fmt: str | None = None) -> Loader:
+    """The ``load(spec, filters, *, environ)`` function of a manifest section (a snapshot's
+    ``parquet`` sections all read through :mod:`incidentkit.sources.parquet`)."""
+    name = "parquet" if fmt == PARQUET else section
+    module = importlib.import_module(f"incidentkit.sources.{name}")
     load: Loader = module.load
     return load
 
@@ -77,6 +79,11 @@ class Evidence:
     def sources(self) -> Mapping[str, SourceSpec]:
         return self.manifest.sources
 
+    @property
+    def environ(self) -> Mapping[str, str] | None:
+        """Where ``env:NAME`` URLs are resolved (None: the process environment)."""
+        return self._environ
+
     def narrowed(self, filters: Filters) -> Evidence:
         """The same sources read with other filters (a fresh cache; nothing is shared)."""
         return Evidence(self.manifest, filters=filters, environ=self._environ)
@@ -90,13 +97,12 @@ class Evidence:
         if section not in self.manifest.sources:
             return None
         if section not in self._loaded:
-            load = loader_for(section)
+            spec = self.manifest.sources[section]
+            load = loader_for(section, spec.format)
             extra: dict[str, Any] = {}
             if section == "events" and self.has("ledger"):
                 extra["lookup"] = lambda: self.runs  # names events that carry no session
-            self._loaded[section] = load(
-                self.manifest.sources[section], self.filters, environ=self._environ, **extra
-            )
+            self._loaded[section] = load(spec, self.filters, environ=self._environ, **extra)
         return self._loaded[section]
 
     def frame(self, name: str) -> pd.DataFrame:

@@ -31,7 +31,7 @@ SECTIONS = (
     *("ledger", "events", "journal", "spans", "diagnostics", "threads", "histograms"),
     "jfr",
 )
-FORMATS: Mapping[str, tuple[str, ...]] = {
+_SOURCE_FORMATS: Mapping[str, tuple[str, ...]] = {
     "ledger": ("sql", "csv", "jsonl"),
     "events": (
         "sql",
@@ -47,6 +47,11 @@ FORMATS: Mapping[str, tuple[str, ...]] = {
     "threads": ("jcmd",),
     "histograms": ("jcmd",),
     "jfr": ("jfr", "jfr-json"),
+}
+PARQUET = "parquet"
+"""The format of a snapshot section (`incidentkit snapshot`): the frames as the kit loaded them."""
+FORMATS: Mapping[str, tuple[str, ...]] = {
+    section: (*formats, PARQUET) for section, formats in _SOURCE_FORMATS.items()
 }
 _SECTION_KEYS = {
     "url",
@@ -442,6 +447,12 @@ def _parse_section(name: str, raw: Any, base: Path, zone: str = "error") -> Sour
             fix=f"{did_you_mean([str(fmt)], FORMATS[name])}use one of "
             f"{', '.join(FORMATS[name])}, or leave it out to detect it",
         )
+    if fmt == PARQUET and "path" not in raw:
+        raise ManifestError(
+            f"[{name}] format parquet reads one snapshot folder",
+            value={key: raw[key] for key in given},
+            fix=f'write path = "{name}" (the folder incidentkit snapshot wrote)',
+        )
     columns = raw.get("columns", {})
     if not isinstance(columns, Mapping) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in columns.items()
@@ -478,7 +489,7 @@ def _parse_section(name: str, raw: Any, base: Path, zone: str = "error") -> Sour
                 f"[{name}] path(s) must be text", value=listed, fix='write path = "events.jsonl"'
             )
         paths = tuple((base / p).resolve() for p in listed)
-        if len(paths) == 1 and paths[0].suffix in DATABASE_SUFFIXES:
+        if len(paths) == 1 and paths[0].suffix in DATABASE_SUFFIXES and fmt != PARQUET:
             sqlite_path = paths[0]
     return SourceSpec(
         section=name,

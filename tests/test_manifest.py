@@ -128,7 +128,8 @@ def test_sqlite_path_becomes_a_database(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ('[ledger]\npath = "a.csv"\nurl = "env:X"\n', "exactly one of url, path or paths"),
-        ('[ledger]\npath = "a.csv"\nformat = "parquet"\n', "format is not one the kit reads"),
+        ('[ledger]\npath = "a.csv"\nformat = "avro"\n', "format is not one the kit reads"),
+        ('[ledger]\nurl = "env:X"\nformat = "parquet"\n', "reads one snapshot folder"),
         ('[ledger]\npath = "a.csv"\ncolour = "red"\n', r"unknown keys: \['colour'\]"),
         ('flavour = 1\n[ledger]\npath = "a.csv"\n', r"unknown keys: \['flavour'\]"),
         ('title = "x"\n', "names no evidence source"),

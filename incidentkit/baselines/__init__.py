@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 from incidentkit.baselines import files, queries
 from incidentkit.baselines.dialects import check_engine, is_mariadb, prepare
 from incidentkit.errors import ParameterError
-from incidentkit.manifest import Filters, SourceSpec
+from incidentkit.manifest import PARQUET, Filters, SourceSpec
 from incidentkit.sources import sql
 
 __all__ = ["Baseline", "call_histogram", "error_buckets", "latency_summary", "pushable"]
@@ -41,7 +41,7 @@ class Baseline:
 def pushable(spec: SourceSpec | None) -> bool:
     """Whether ``spec``'s baseline can be computed in its engine: a database, or event
     lines / Parquet files DuckDB reads (a ledger export is loaded instead)."""
-    if spec is None:
+    if spec is None or spec.format == PARQUET:  # a snapshot: its frames are loaded
         return False
     if spec.is_database:
         return spec.section in ("events", "ledger")

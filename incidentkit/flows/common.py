@@ -80,12 +80,6 @@ def baseline_flag(value: Any) -> bool:
     return value
 
 
-def environ_of(evidence: Evidence) -> Mapping[str, str] | None:
-    """The environment ``evidence`` resolves ``env:`` URLs from (None: the process's)."""
-    environ: Mapping[str, str] | None = evidence._environ
-    return environ
-
-
 def opened(flow: str, evidence: Evidence | str | os.PathLike[str]) -> Evidence:
     """The incident a flow's ``evidence`` parameter names (an empty one is refused)."""
     if isinstance(evidence, str) and not evidence.strip():

@@ -173,7 +173,7 @@ def normalise(
     events["ts"] = events["ts"].astype(TS)
     events = _identify(events, lookup, sink)
     if apply_filters:
-        events = events[_matches(events, filters)]
+        events = events[matches(events, filters)]
     events = _drop_duplicates(events, sink)
     warn_unreadable(events, sink, what="events")
     events = events.sort_values([*SESSION_KEYS, "ts", "pos"], kind="stable")
@@ -437,7 +437,7 @@ def _reject(
         sink.add(str(locations[i]), str(reasons.array[i]), text)
 
 
-def _matches(events: pd.DataFrame, filters: Filters) -> pd.Series:
+def matches(events: pd.DataFrame, filters: Filters) -> pd.Series:
     """The manifest's filters over parsed file events (databases apply them in SQL)."""
     keep = pd.Series(True, index=events.index)
     if filters.window is not None:

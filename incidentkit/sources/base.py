@@ -16,6 +16,7 @@ import pandas as pd
 
 from incidentkit.errors import SourceError
 from incidentkit.frames import rejects_frame
+from incidentkit.manifest import Filters
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,16 @@ class RejectSink:
 
     def frame(self) -> pd.DataFrame:
         return rejects_frame(self.rows)
+
+
+def taken_within(frame: pd.DataFrame, filters: Filters) -> pd.DataFrame:
+    """The rows of a dump or histogram frame ``taken_at`` in the window; one of unknown time is
+    kept (its header was reported unreadable, the dump itself still tells)."""
+    if filters.window is None:
+        return frame
+    taken = frame["taken_at"]
+    inside = taken.ge(filters.window.start) & taken.lt(filters.window.end)
+    return frame.loc[inside | taken.isna()]
 
 
 def require_content(path: Path, *, what: str) -> None:

@@ -103,7 +103,7 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
         return Loaded(frames={"diagnostics": empty("diagnostics")}, rejects=sink.frame())
     naive: Naive = spec.naive_timestamps
     frame = _fields(pd.concat(parts, ignore_index=True), sink, naive=naive)
-    frame = _filter(frame, filters)
+    frame = narrow(frame, filters)
     frame = frame.sort_values(["ts", "order", "lineno"], kind="stable").reset_index(drop=True)
     return Loaded(
         frames={"diagnostics": conform("diagnostics", frame)},
@@ -300,8 +300,9 @@ def _spread_from_start(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _filter(frame: pd.DataFrame, filters: Filters) -> pd.DataFrame:
-    """Window on ts; id filters drop only lines that name another app/session/invocation."""
+def narrow(frame: pd.DataFrame, filters: Filters) -> pd.DataFrame:
+    """The lines ``filters`` keep: window on ts; id filters drop only lines that name another
+    app/session/invocation."""
     keep = pd.Series(True, index=frame.index)
     if filters.window is not None:
         keep &= frame["ts"].ge(filters.window.start) & frame["ts"].lt(filters.window.end)

@@ -27,8 +27,16 @@ from sqlalchemy.engine import Connection
 
 from incidentkit.errors import ManifestError, SchemaError, SourceError
 from incidentkit.frames import build, empty
-from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources import adk_events, adk_python, firestore, session_state, sql, vertex
+from incidentkit.manifest import PARQUET, Filters, SourceSpec
+from incidentkit.sources import (
+    adk_events,
+    adk_python,
+    firestore,
+    parquet,
+    session_state,
+    sql,
+    vertex,
+)
 from incidentkit.sources.adk_columns import pluck
 from incidentkit.sources.adk_events import (
     JAVA_JSON,
@@ -266,6 +274,9 @@ def export_format(spec: SourceSpec) -> str | None:
     flows ask it without loading the events."""
     if spec.is_database:
         return None
+    if spec.format == PARQUET:  # a snapshot: what its events were read from
+        formats = parquet.column_values(spec, "events", "source_format")
+        return formats[0] if len(formats) == 1 and formats[0] in _EXPORT_FORMATS else None
     if spec.format is not None:
         return spec.format if spec.format in _EXPORT_FORMATS else None
     paths = expand_paths(spec.paths, what=WHAT)

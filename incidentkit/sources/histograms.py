@@ -37,7 +37,14 @@ import pandas as pd
 from incidentkit.errors import SourceError
 from incidentkit.frames import conform
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources.base import Loaded, RejectSink, expand_paths, iter_lines, require_content
+from incidentkit.sources.base import (
+    Loaded,
+    RejectSink,
+    expand_paths,
+    iter_lines,
+    require_content,
+    taken_within,
+)
 from incidentkit.sources.jvm_clock import clock_offset, file_time, wall_time
 from incidentkit.times import holdable, localize, zone_of
 
@@ -87,10 +94,7 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
             parts.append(part)
     frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=list(COLUMNS))
     frame["taken_at"] = pd.to_datetime(frame["taken_at"], utc=True).dt.as_unit("ns")
-    if filters.window is not None:  # a histogram of unknown time is kept (it was reported)
-        taken = frame["taken_at"]
-        inside = taken.ge(filters.window.start) & taken.lt(filters.window.end)
-        frame = frame.loc[inside | taken.isna()]
+    frame = taken_within(frame, filters)
     return Loaded(
         frames={"class_histograms": conform("class_histograms", frame)},
         rejects=sink.frame(),

@@ -34,7 +34,7 @@ import pandas as pd
 
 from incidentkit.errors import SourceError
 from incidentkit.frames import conform
-from incidentkit.manifest import Filters, SourceSpec
+from incidentkit.manifest import Filters, SourceSpec, Window
 from incidentkit.sources.base import Loaded, RejectSink, bulk_decoding, expand_paths
 from incidentkit.sources.jfr_events import (
     EVENT_TYPES,
@@ -98,13 +98,7 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
         for name in FRAMES
     }
     if span and not any(len(frame) for frame in frames.values()) and filters.window is not None:
-        window = filters.window
-        sink.warn(
-            ", ".join(p.name for p in spec.paths),
-            f"every event of the recording ({min(span).isoformat()} to {max(span).isoformat()})"
-            f" falls outside the window ({window.start.isoformat()} to "
-            f"{window.end.isoformat()}): record during the incident, or widen the window",
-        )
+        sink.warn(", ".join(p.name for p in spec.paths), outside_window(span, filters.window))
     elif not any(len(frame) for frame in frames.values()):
         sink.warn(
             ", ".join(p.name for p in spec.paths),
@@ -113,6 +107,27 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
             + "): record with settings=profile, or enable them in the .jfc (docs/jfr.md)",
         )
     return Loaded(frames=frames, rejects=sink.frame(), warnings=sink.warnings())
+
+
+def outside_window(span: list[pd.Timestamp], window: Window) -> str:
+    """The warning for a recording whose events (first to last in ``span``) all fall outside
+    the window."""
+    return (
+        f"every event of the recording ({min(span).isoformat()} to {max(span).isoformat()})"
+        f" falls outside the window ({window.start.isoformat()} to "
+        f"{window.end.isoformat()}): record during the incident, or widen the window"
+    )
+
+
+def narrow(frames: Mapping[str, pd.DataFrame], filters: Filters) -> dict[str, pd.DataFrame]:
+    """The ``jfr_*`` frames cut to the window (the other filters name no JFR column)."""
+    if filters.window is None:
+        return dict(frames)
+    start, end = filters.window.start, filters.window.end
+    return {
+        name: frame.loc[frame["ts"].ge(start) & frame["ts"].lt(end)].reset_index(drop=True)
+        for name, frame in frames.items()
+    }
 
 
 def events(

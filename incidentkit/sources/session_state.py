@@ -32,6 +32,8 @@ from incidentkit.times import parse_utc
 SESSIONS = "sessions"
 APP_STATES = "app_states"
 USER_STATES = "user_states"
+STORE_TABLES = (SESSIONS, USER_STATES, APP_STATES)
+"""ADK Python's tables of stored state (their rows say ``<table>.state`` in ``source``)."""
 PREFIXES: Mapping[str, str] = {StateScope.APP: "app:", StateScope.USER: "user:"}
 
 

@@ -89,7 +89,7 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
         )
     for col in ("invocation_id", "session_id"):
         frame[col] = _propagate(frame, col)
-    frame = _filter(frame, filters)
+    frame = narrow(frame, filters)
     tokens.warn_unreadable(frame, sink, what="spans")
     frame = frame.sort_values(["start", "trace_id", "span_id"], kind="stable")
     frame = frame.reset_index(drop=True)  # conform aligns on the index
@@ -350,7 +350,8 @@ def _propagate(frame: pd.DataFrame, col: str) -> pd.Series:
     return frame[col].where(frame[col].notna() | ~single, groups.transform("first"))
 
 
-def _filter(frame: pd.DataFrame, filters: Filters) -> pd.DataFrame:
+def narrow(frame: pd.DataFrame, filters: Filters) -> pd.DataFrame:
+    """The spans ``filters`` keep: started in the window, of the sessions and invocations."""
     keep = pd.Series(True, index=frame.index)
     if filters.window is not None:
         keep &= frame["start"].ge(filters.window.start) & frame["start"].lt(filters.window.end)

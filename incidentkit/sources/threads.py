@@ -21,7 +21,7 @@ import pandas as pd
 from incidentkit.errors import SourceError
 from incidentkit.frames import conform
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources.base import Loaded, RejectSink, iter_lines, require_content
+from incidentkit.sources.base import Loaded, RejectSink, iter_lines, require_content, taken_within
 from incidentkit.sources.jvm_clock import clock_offset, file_time, wall_time
 from incidentkit.times import localize, zone_of
 
@@ -110,10 +110,7 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
     frame = pd.DataFrame(rows, columns=["dump", "taken_at", "thread", "nid", "state", "top_frame"])
     frame["frames"] = pd.Series([row["frames"] for row in rows], dtype=object)
     frame["taken_at"] = pd.to_datetime(frame["taken_at"], utc=True).dt.as_unit("ns")
-    if filters.window is not None:  # a dump of unknown time is kept (it was reported)
-        taken = frame["taken_at"]
-        inside = taken.ge(filters.window.start) & taken.lt(filters.window.end)
-        frame = frame.loc[inside | taken.isna()].reset_index(drop=True)
+    frame = taken_within(frame, filters).reset_index(drop=True)
     return Loaded(
         frames={"threads": conform("threads", frame)},
         rejects=sink.frame(),

@@ -19,7 +19,6 @@ from incidentkit.flows.common import (
     baseline_flag,
     baseline_window,
     begin,
-    environ_of,
     findings_context,
     frames_of,
     notes_view,
@@ -141,7 +140,7 @@ def _baseline(
     filters = replace(evidence.filters, window=window)
     spec = evidence.sources.get(PUSHED.get(source, ""))
     if settings["baseline_engine"] and spec is not None and baselines.pushable(spec):
-        found = baselines.latency_summary(spec, filters, environ=environ_of(evidence))
+        found = baselines.latency_summary(spec, filters, environ=evidence.environ)
         return from_values(found.value, label=f"{span} (computed in {found.where})", source=source)
     frames = frames_of(evidence.narrowed(filters), BASELINE_READS)
     latency = latency_by_source(frames).get(source, empty_latency())

@@ -19,7 +19,6 @@ from incidentkit.flows.common import (
     baseline_flag,
     baseline_window,
     begin,
-    environ_of,
     findings_context,
     frames_of,
     notes_view,
@@ -158,7 +157,7 @@ def triage(evidence: Evidence, settings: Settings) -> RunawayReport:
             spec,
             base_filters,
             marked=report.flagged["invocation_id"].dropna().tolist(),
-            environ=environ_of(evidence),
+            environ=evidence.environ,
         )
         label = (
             f"{span} (computed in {found.where}: model-authored events; loop signatures as the "
