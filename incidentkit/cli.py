@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from incidentkit import progress
 from incidentkit.errors import EXIT_INCOMPLETE, EXIT_USAGE, IncidentkitError
 from incidentkit.findings import generator
 
@@ -314,6 +315,7 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
     )
     inspect.add_argument("path", help="an evidence.toml, or a folder holding one")
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
+    inspect.add_argument("--quiet", action="store_true", help="no progress of long loads")
     inspect.set_defaults(handler=_inspect)
 
     session = sub.add_parser(
@@ -329,6 +331,7 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
     session.add_argument(
         "--evidence", required=True, help="an evidence.toml, or a folder holding one"
     )
+    session.add_argument("--quiet", action="store_true", help="no progress of long loads")
     session.set_defaults(handler=_session)
 
     snapshot = sub.add_parser(
@@ -384,7 +387,9 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
     run.add_argument("--out", required=True, help="folder for notebook, HTML and findings")
     run.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell")
     run.add_argument("--show-code", action="store_true", help="keep code in the HTML report")
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--quiet", action="store_true", help="no progress bars (cells run, evidence loaded)"
+    )
     run.add_argument(
         "--as-of",
         metavar="TIME",
@@ -465,7 +470,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as done:  # --help (0) or a usage error (3)
         return done.code if isinstance(done.code, int) else EXIT_USAGE
     try:
-        code: int = args.handler(args)
+        with progress.quiet() if getattr(args, "quiet", False) else contextlib.nullcontext():
+            code: int = args.handler(args)
     except IncidentkitError as err:
         sys.stderr.write(f"incidentkit: {err}\n")
         return err.exit_code

@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from incidentkit import progress
 from incidentkit.frames import empty, spec_of
 from incidentkit.manifest import PARQUET, Filters, Manifest, SourceSpec, Window, load_manifest
 from incidentkit.sources.base import Loaded, concat_rejects
@@ -102,7 +103,8 @@ class Evidence:
             extra: dict[str, Any] = {}
             if section == "events" and self.has("ledger"):
                 extra["lookup"] = lambda: self.runs  # names events that carry no session
-            self._loaded[section] = load(spec, self.filters, environ=self._environ, **extra)
+            with progress.loading(section):
+                self._loaded[section] = load(spec, self.filters, environ=self._environ, **extra)
         return self._loaded[section]
 
     def frame(self, name: str) -> pd.DataFrame:

@@ -22,6 +22,7 @@ from incidentkit.errors import NotebookError, ParameterError, exit_code_of
 from incidentkit.findings import Finding, Findings, Provenance, Severity, Verdict
 from incidentkit.flows import FLOWS
 from incidentkit.manifest import AS_OF_ENV, did_you_mean, find_manifest, load_manifest
+from incidentkit.progress import QUIET_ENV
 from incidentkit.redact import url_secrets
 
 
@@ -294,7 +295,8 @@ def run_flow(
     }
     as_of = str(params.get("as_of") or "").strip()
     failure: tuple[int, str] | None = None  # (exit code, message)
-    with _run_kernel({AS_OF_ENV: as_of} if as_of else None) as manager:
+    kernel_env = {QUIET_ENV: "1", **({AS_OF_ENV: as_of} if as_of else {})}  # no bar in a report
+    with _run_kernel(kernel_env) as manager:
         try:
             papermill.execute_notebook(
                 str(source),

@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+import msgspec
 import numpy as np
 import pandas as pd
 
+from incidentkit import progress
 from incidentkit.errors import SourceError
 from incidentkit.frames import rejects_frame
 from incidentkit.manifest import Filters
@@ -173,6 +175,8 @@ def iter_lines(
         lineno = 0
         while raw := handle.readline(MAX_LINE_BYTES + 1):
             lineno += 1
+            if not lineno % progress.BATCH:
+                progress.advance(progress.BATCH)
             if len(raw) > MAX_LINE_BYTES:
                 while (rest := handle.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
                     pass  # the rest of the oversized line, a bounded piece at a time
@@ -190,6 +194,7 @@ def iter_lines(
             stripped = text.rstrip("\r\n")
             if stripped.strip():
                 yield lineno, stripped, text.endswith("\n")
+        progress.advance(lineno % progress.BATCH)  # read to the end (a peek stops before)
 
 
 def _reject_line(sink: RejectSink | None, path: Path, lineno: int, reason: str, raw: bytes) -> None:
@@ -248,9 +253,26 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")  # Python's json reads NaN and Infinity; JSON has none
 
 
+_DECODER = msgspec.json.Decoder()
+
+
+def fast_loads(text: str) -> Any:
+    """Decode JSON text as ``json.loads`` does (integers of any size kept exact): msgspec
+    first, about 3x faster; what it refuses (malformed text, NaN, a number past float's range,
+    a lone surrogate, nesting past its limit) goes to ``json.loads``, whose result or error
+    stands."""
+    try:
+        return _DECODER.decode(text)
+    except msgspec.DecodeError:
+        return json.loads(text)
+
+
 def loads(text: str) -> Any:
-    """``json.loads`` that refuses NaN and Infinity (a ValueError, like any malformed text)."""
-    return json.loads(text, parse_constant=_no_constant)
+    """:func:`fast_loads` refusing NaN and Infinity (a ValueError, like any malformed text)."""
+    try:
+        return _DECODER.decode(text)
+    except msgspec.DecodeError:
+        return json.loads(text, parse_constant=_no_constant)
 
 
 JSON_ERRORS = (ValueError, RecursionError)

@@ -32,6 +32,7 @@ from typing import IO, Any
 import ijson
 import pandas as pd
 
+from incidentkit import progress
 from incidentkit.errors import SourceError
 from incidentkit.frames import conform
 from incidentkit.manifest import Filters, SourceSpec, Window
@@ -150,6 +151,8 @@ def events(
         with bulk_decoding():
             replayed = _Replayed(head, stream)
             for index, event in enumerate(ijson.items(replayed, "recording.events.item")):
+                if not (index + 1) % progress.BATCH:
+                    progress.advance(progress.BATCH)  # every event read counts, kept or not
                 kind = event.get("type") if isinstance(event, dict) else None
                 if not isinstance(kind, str) or kind not in FRAME_OF:
                     continue  # not on the allowlist: dropped unread

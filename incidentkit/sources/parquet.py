@@ -13,13 +13,12 @@ every other column keeps its Arrow type (text, UTC nanosecond times, nullable in
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
-import orjson
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,7 +28,7 @@ from incidentkit.frames import OBJ, TUPLE_COLUMNS, conform, empty, rejects_frame
 from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources import diagnostics, jfr, journal, ledger, session_state, spans
 from incidentkit.sources.adk_events import SESSION_KEYS, matches
-from incidentkit.sources.base import Loaded, concat_rejects, taken_within
+from incidentkit.sources.base import Loaded, concat_rejects, fast_loads, taken_within
 from incidentkit.sources.tables import Layout, filter_mask
 
 SECTION_FRAMES: Mapping[str, tuple[str, ...]] = {
@@ -158,14 +157,14 @@ def _encode(value: Any) -> str | None:
 
 
 def _decoded(texts: pd.Series, *, tuples: bool, where: Path) -> pd.Series:
-    """Payloads from their JSON texts: the whole column as one JSON array in one call to
-    orjson, value by value only when a text needs Python's decoder (NaN, big integers)."""
+    """Payloads from their JSON texts: the whole column decoded as one JSON array by msgspec,
+    value by value only when a text needs Python's decoder (NaN, Infinity)."""
     values = texts.to_numpy(dtype=object)
     present = pd.notna(values)
     given = values[present]
-    body = "[" + ",".join(given) + "]"
-    decoded = None if _LONG_NUMBER.search(body) else _fast(body)  # orjson: floats past 64 bits
-    if decoded is None:
+    try:
+        decoded = _COLUMN.decode("[" + ",".join(given) + "]")
+    except msgspec.DecodeError:
         decoded = [_decode(text, where) for text in given]
     out = np.full(len(values), None, dtype=object)
     out[present] = np.fromiter(decoded, dtype=object, count=len(decoded))  # no broadcasting
@@ -176,21 +175,13 @@ def _decoded(texts: pd.Series, *, tuples: bool, where: Path) -> pd.Series:
     return pd.Series(out, index=texts.index, dtype=object)
 
 
-_LONG_NUMBER = re.compile(r"\d{19}")
-
-
-def _fast(body: str) -> list[Any] | None:
-    try:
-        decoded: list[Any] = orjson.loads(body)
-    except orjson.JSONDecodeError:  # NaN or Infinity: Python's decoder reads them
-        return None
-    return decoded
+_COLUMN = msgspec.json.Decoder(list[Any])
 
 
 def _decode(text: str, where: Path) -> Any:
-    """One payload, by Python's decoder: it reads NaN, Infinity and integers of any size."""
+    """One payload, as Python's decoder reads it (NaN and Infinity included)."""
     try:
-        return json.loads(text)
+        return fast_loads(text)
     except (ValueError, RecursionError) as err:
         raise SourceError(
             f"the snapshot holds a payload that is not JSON ({err})",

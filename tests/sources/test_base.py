@@ -5,7 +5,6 @@ folder."""
 from __future__ import annotations
 
 import gc
-import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import pytest
 
 from incidentkit.errors import SourceError
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources import diagnostics, events, ledger, spans, threads
+from incidentkit.sources import base, diagnostics, events, ledger, spans, threads
 from incidentkit.sources.base import (
     RejectSink,
     bulk_decoding,
@@ -61,13 +60,13 @@ def test_read_json_lines_decodes_with_the_collector_paused(
     collector_on: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     collector_states: list[bool] = []
-    real_loads = json.loads
+    real_loads = base.loads
 
-    def loads(text: str, **options: Any) -> Any:
+    def loads(text: str) -> Any:
         collector_states.append(gc.isenabled())
-        return real_loads(text, **options)
+        return real_loads(text)
 
-    monkeypatch.setattr(json, "loads", loads)
+    monkeypatch.setattr(base, "loads", loads)
     sink = RejectSink("spans")
     records, _ = read_json_lines(DATA / "spans" / "ids.jsonl", sink, what="spans")
     assert len(collector_states) >= len(records) > 0
