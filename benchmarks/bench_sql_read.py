@@ -11,8 +11,10 @@ with COPY FROM, then times, each in its own process so peak RSS is per case:
     c  the kit's ``sql.read_frame`` (COPY, then ``read_csv``; values stay text)
     d  the kit's full ``ledger.load`` (read, parse times and JSON, check, sort, conform)
 
-It prints rows/s, time against the baseline and each process's peak RSS, then drops the
-database. The imports-only line shows what every process pays before reading.
+Each case runs ``--repeat`` times (default 3), the cases alternated so a busy moment of a
+shared machine hits them all; the best time of each is shown. It prints rows/s, the share of
+raw COPY's throughput and each process's peak RSS, then drops the database.
+The imports-only line shows what every process pays before reading.
 """
 
 from __future__ import annotations
@@ -134,6 +136,9 @@ def run_case(case: str, url: str) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs of each case, alternated; the best is shown"
+    )
     parser.add_argument("--case", choices=sorted(CASES), help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -151,25 +156,32 @@ def main() -> None:
         populate(url, args.rows)
         load_s = time.perf_counter() - started
         print(f"{args.rows:,} rows into {name} by COPY FROM in {load_s:.1f} s", flush=True)
-        results = {}
-        for case in CASES:
-            out = subprocess.run(
-                [sys.executable, __file__, "--case", case, "--url", url],
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            results[case] = json.loads(out.stdout.strip().splitlines()[-1])
+        results: dict[str, dict[str, Any]] = {}
+        for _ in range(args.repeat):  # alternated, so a busy moment of the machine hits all
+            for case in CASES:
+                out = subprocess.run(
+                    [sys.executable, __file__, "--case", case, "--url", url],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                )
+                found = json.loads(out.stdout.strip().splitlines()[-1])
+                best = results.setdefault(case, found)
+                best["seconds"] = min(best["seconds"], found["seconds"])
+                best["peak_mb"] = max(best["peak_mb"], found["peak_mb"])
         base = results["a"]["seconds"]
-        print(f"{'case':<30}{'rows':>11}{'seconds':>9}{'rows/s':>11}{'x COPY':>8}{'peak RSS':>11}")
+        print(f"best of {args.repeat} runs per case; speed = rows/s as a share of raw COPY's")
+        print(f"{'case':<30}{'rows':>11}{'seconds':>9}{'rows/s':>11}{'speed':>8}{'peak RSS':>11}")
         for case, label in CASES.items():
             r = results[case]
             rate = f"{r['rows'] / r['seconds']:,.0f}" if r["rows"] else "-"
-            ratio = f"{r['seconds'] / base:.1f}" if r["rows"] else "-"
+            share = f"{base / r['seconds']:.2f}" if r["rows"] else "-"
             print(
                 f"{case + ' ' + label:<30}{r['rows']:>11,}{r['seconds']:>9.2f}{rate:>11}"
-                f"{ratio:>8}{r['peak_mb']:>8.0f} MB"
+                f"{share:>8}{r['peak_mb']:>8.0f} MB"
             )
+        kit = base / results["d"]["seconds"]
+        print(f"ledger.load at {kit:.2f} of raw COPY throughput (target >= 0.5)")
     finally:
         with admin.connect() as conn:
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

@@ -12,6 +12,8 @@ from typing import Any, cast
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from incidentkit.errors import ParameterError
 from incidentkit.frames import TS, to_numbers
@@ -84,12 +86,21 @@ def parse_utc(
     times = pd.Series(pd.NaT, index=index, dtype=TS)
     if not present.any():
         return times, reasons
-    as_text = values[present].map(_as_iso_text).astype("str")
+    given = values[present]
+    text_only = values.dtype == "str" or pd.api.types.infer_dtype(given) == "string"
+    as_text = given.astype("str") if text_only else given.map(_as_iso_text).astype("str")
+    fast = _arrow_parsed(as_text)
+    if fast is not None and bool(present.all()):
+        return fast, reasons
+    if fast is not None:
+        times[present] = fast
+        return times, reasons
     parsed = pd.to_datetime(as_text, format="ISO8601", utc=True, errors="coerce")
     unreadable = parsed.isna()
-    reasons[unreadable[unreadable].index] = NOT_ISO
+    if unreadable.any():
+        reasons[unreadable[unreadable].index] = NOT_ISO
     offsetless = ~unreadable & ~as_text.str.contains(_OFFSET, na=False)
-    if zone is None:
+    if zone is None and offsetless.any():
         reasons[offsetless[offsetless].index] = NO_OFFSET
         parsed = parsed.mask(offsetless)
     far = ~unreadable & ~holdable(parsed)
@@ -100,8 +111,22 @@ def parse_utc(
         local = offsetless & ~far
         wall = parsed[local].dt.tz_localize(None)  # read as UTC above: the wall clock
         parsed[local] = localize(wall, zone)
+    if bool(present.all()):  # the common case: no alignment of a partial assignment
+        return parsed.dt.as_unit("ns"), reasons
     times[present] = parsed.dt.as_unit("ns")
     return times, reasons
+
+
+def _arrow_parsed(text: pd.Series) -> pd.Series | None:
+    """Every value of ``text`` parsed by Arrow's ISO 8601 reader (about 10x pandas'), or
+    None when one fails: it has no offset, is no ISO 8601 time or is out of range, and the
+    value-by-value path says which and why."""
+    try:
+        parsed = pc.cast(pa.array(text), pa.timestamp("ns", "UTC"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    times = pd.Series(parsed.to_pandas().array, index=text.index)  # positions, not labels
+    return times if bool(holdable(times).all()) else None
 
 
 _FIRST = pd.Timestamp.min.tz_localize("UTC") + pd.Timedelta(days=1)

@@ -28,6 +28,7 @@ and epoch columns (SqliteSessionService's ``REAL``) seconds.
 
 from __future__ import annotations
 
+import csv
 import io
 import shutil
 import sqlite3
@@ -42,6 +43,8 @@ from typing import Any, Literal
 from urllib.parse import quote as percent_encode
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
@@ -448,7 +451,7 @@ def read_frame(conn: Connection, statement: sa.Select[Any], *, what: str) -> pd.
         if conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg":
             import psycopg
 
-            driver_errors = (*driver_errors, psycopg.Error)  # COPY runs on the raw cursor
+            driver_errors = (*driver_errors, psycopg.Error, pa.ArrowException)  # raw cursor, CSV
             return _copy_frame(conn, statement)
         return pd.read_sql(statement, conn, dtype=object)
     except driver_errors as err:
@@ -482,8 +485,30 @@ def _copy_frame(conn: Connection, statement: sa.Select[Any]) -> pd.DataFrame:
         for block in copy:
             buffer.write(block)
     buffer.seek(0)
-    if buffer.getbuffer().nbytes == 0:
+    return _csv_frame(buffer)
+
+
+def _csv_frame(buffer: io.BytesIO) -> pd.DataFrame:
+    """COPY's CSV as a frame of text columns (pyarrow's parser: about 5x ``read_csv``).
+
+    Only an unquoted NULL mark is null: a text equal to it comes quoted and stays text; an
+    empty field is the empty text.
+    """
+    header = buffer.readline()
+    if not header:
         return pd.DataFrame()
-    return pd.read_csv(
-        buffer, dtype=object, keep_default_na=False, na_values=[NULL_MARK], encoding="utf-8"
+    names = next(csv.reader([header.decode("utf-8")]))
+    if buffer.tell() == buffer.getbuffer().nbytes:
+        return pd.DataFrame({name: pd.Series([], dtype=object) for name in names})
+    table = pa_csv.read_csv(
+        buffer,  # the rows after the header, read in place
+        read_options=pa_csv.ReadOptions(column_names=names, block_size=1 << 24, use_threads=False),
+        parse_options=pa_csv.ParseOptions(newlines_in_values=True),
+        convert_options=pa_csv.ConvertOptions(
+            column_types=dict.fromkeys(names, pa.string()),
+            null_values=[NULL_MARK],
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=False,
+        ),
     )
+    return table.to_pandas()

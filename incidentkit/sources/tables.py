@@ -21,7 +21,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -83,8 +86,7 @@ def load_table(
     else:
         raw, where = _read_files(layout, spec, names, sink)
         prefix, exact = "", False
-    # Missing is None (an all-NaN column parses as nothing); empty text is missing.
-    raw = raw.astype(object).where(raw.notna() & (raw != ""), None).reset_index(drop=True)
+    raw = _blank_is_missing(raw).reset_index(drop=True)
     where = prefix + where.astype(str).reset_index(drop=True)
     frame, reasons = _normalise(layout, raw, naive=spec.naive_timestamps)
     if not exact:
@@ -92,15 +94,30 @@ def load_table(
         frame, raw, reasons, where = frame[keep], raw[keep], reasons[keep], where[keep]
     reasons = _duplicates(layout, frame, reasons, where)
     bad = reasons.notna()
-    for location, reason, row in zip(
-        where[bad], reasons[bad], raw[bad].to_dict("records"), strict=True
-    ):
+    shown = raw[bad].astype(object)
+    rejected = shown.where(shown.notna(), None).to_dict("records")
+    for location, reason, row in zip(where[bad], reasons[bad], rejected, strict=True):
         sink.add(location, reason, canonical_json(row))
-    good = frame[~bad].sort_values(list(layout.order), kind="stable", na_position="last")
+    good = frame[~bad]
+    if not _ordered(good, layout.order):  # a database hands its rows over mostly in order
+        good = good.sort_values(list(layout.order), kind="stable", na_position="last")
     return Loaded(
         frames={layout.frame: conform(layout.frame, good.reset_index(drop=True))},
         rejects=sink.frame(),
     )
+
+
+def _blank_is_missing(raw: pd.DataFrame) -> pd.DataFrame:
+    """Empty text is missing: None in object columns (an all-NaN column parses as nothing),
+    NaN in text columns (COPY's), which stay text."""
+    columns = {}
+    for col in raw.columns:
+        values = raw[col]
+        if values.dtype == "str":
+            columns[col] = values.mask(values.eq(""))
+        else:
+            columns[col] = values.astype(object).where(values.notna() & (values != ""), None)
+    return pd.DataFrame(columns, index=raw.index)
 
 
 def column_names(layout: Layout, spec: SourceSpec) -> dict[str, str]:
@@ -339,6 +356,8 @@ def _normalise(layout: Layout, raw: pd.DataFrame, *, naive: Any) -> tuple[pd.Dat
             else:
                 out[col], why = parse_json_values(values)
             reasons = _note(reasons, why.notna(), f"{col}: ", why)
+        elif col in layout.ints and (exact := _arrow_ints(values)) is not None:
+            out[col] = exact  # every value a plain integer: read whole by Arrow
         elif col in layout.ints:
             numbers = to_numbers(values)
             whole = numbers.notna() & numbers.eq(numbers.round()) & numbers.abs().lt(_INT64)
@@ -363,6 +382,41 @@ def _normalise(layout: Layout, raw: pd.DataFrame, *, naive: Any) -> tuple[pd.Dat
         allowed = f" is not one of {', '.join(layout.statuses)}"
         reasons = _note(reasons, unknown, "status ", status[unknown].astype(str) + allowed)
     return pd.DataFrame(out, index=raw.index), reasons
+
+
+def _distinct(keys: pd.Series) -> bool:
+    """Whether no key repeats (Arrow counts a text column's distinct values at 2x pandas)."""
+    if keys.dtype == "str" and not keys.isna().any():
+        return int(pc.count_distinct(pa.array(keys)).as_py()) == len(keys)
+    return not keys.duplicated().any()
+
+
+def _ordered(frame: pd.DataFrame, order: tuple[str, ...]) -> bool:
+    """Whether ``frame`` is already sorted by ``order`` (no missing values in it), so the
+    stable sort would change nothing: each row's first differing key is not below the last's."""
+    if len(frame) < 2 or bool(frame[list(order)].isna().any(axis=None)):
+        return len(frame) < 2
+    tied = np.ones(len(frame) - 1, dtype=bool)
+    for col in order:
+        values = pa.array(frame[col])
+        before, after = values[:-1], values[1:]
+        below = pc.less(after, before).to_numpy(zero_copy_only=False)
+        if bool((tied & below).any()):
+            return False
+        tied &= pc.equal(after, before).to_numpy(zero_copy_only=False)
+    return True
+
+
+def _arrow_ints(values: pd.Series) -> pd.Series | None:
+    """A text column of plain integers (COPY's) as int64, or None when any value is missing,
+    fractional, too large or no integer (the checked path says which)."""
+    if values.dtype != "str" or not len(values) or bool(values.isna().any()):
+        return None
+    try:
+        ints = pc.cast(pa.array(values), pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    return pd.Series(ints.to_numpy(), index=values.index, dtype="int64")
 
 
 def _exact_int(value: Any) -> int:
@@ -421,9 +475,10 @@ def _duplicates(
     layout: Layout, frame: pd.DataFrame, reasons: pd.Series, where: pd.Series
 ) -> pd.Series:
     """Reject all but the last-updated row of each key (ties: the first read)."""
-    valid = frame[reasons.isna()]
-    if not valid[layout.key].duplicated().any():
+    keys = frame[layout.key][reasons.isna()]
+    if _distinct(keys):  # the common case: only the key column is looked at
         return reasons
+    valid = frame[reasons.isna()]
     latest = valid.sort_values(layout.window[1], ascending=False, kind="stable")
     dup = latest[layout.key].duplicated(keep="first")
     kept = latest[~dup]
