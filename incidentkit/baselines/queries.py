@@ -36,13 +36,12 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
 from incidentkit.baselines import dialects
-from incidentkit.errors import ManifestError, ParameterError
+from incidentkit.errors import ParameterError
 from incidentkit.frames import RunStatus
 from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources import sql
+from incidentkit.sources.events import JAVA_TABLE, java_column_names
 
-JAVA_TABLE = "adk_event"
-JAVA_COLUMNS = ("event_id", "app_name", "user_id", "session_id", "invocation_id", "ts", "event")
 PYTHON_TABLE = "events"
 PYTHON_COLUMNS = {
     "event_id": "id",
@@ -109,14 +108,7 @@ def event_table(conn: Connection, spec: SourceSpec, *, what: str) -> EventTable:
         else:  # SqliteSessionService keeps epoch seconds (REAL); a zoned column is aware
             storage = "epoch_s" if conn.dialect.name == "sqlite" else "aware"
         return EventTable(info, PYTHON_COLUMNS, SNAKE, storage, python=True)
-    unknown = sorted(set(spec.columns) - set(JAVA_COLUMNS))
-    if unknown:
-        raise ManifestError(
-            "[events] columns maps names that are not columns of an event table",
-            value=unknown,
-            fix=f"map only these canonical names to yours: {', '.join(JAVA_COLUMNS)}",
-        )
-    names = {col: spec.columns.get(col, col) for col in JAVA_COLUMNS}
+    names = java_column_names(spec)
     info = sql.require_table(conn, spec.table or JAVA_TABLE, list(names.values()), what=what)
     return EventTable(info, names, CAMEL, sql.time_storage(info, names["ts"]), python=False)
 

@@ -68,6 +68,20 @@ def baseline_window(text: Any, as_of: pd.Timestamp) -> Window | None:
     return Window(as_of - span, as_of + pd.Timedelta(microseconds=1))
 
 
+def set_baseline(
+    values: dict[str, Any], sources: dict[str, str], baseline: Any, baseline_engine: Any
+) -> None:
+    """Resolve the ``baseline`` and ``baseline_engine`` parameters into a flow's settings
+    (``values["as_of"]`` resolved first), with where each came from."""
+    window = baseline_window(baseline, values["as_of"])
+    values["baseline"] = (
+        None if window is None else f"{window.start.isoformat()}/{window.end.isoformat()}"
+    )
+    sources["baseline"] = "parameter" if window is not None else "default"
+    values["baseline_engine"] = baseline_flag(baseline_engine)
+    sources["baseline_engine"] = "parameter" if baseline_engine is not True else "default"
+
+
 def baseline_flag(value: Any) -> bool:
     """The ``baseline_engine`` parameter: true computes a baseline in the engine where the
     source allows it, false loads its frames into pandas."""

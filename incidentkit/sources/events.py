@@ -185,9 +185,8 @@ def _is_python_store(conn: Connection, spec: SourceSpec) -> bool:
     )
 
 
-def _read_java_table(conn: Connection, spec: SourceSpec, filters: Filters) -> Batch:
-    """The filtered rows of a table of ADK Java event JSON, in a stable order."""
-    table = spec.table or JAVA_TABLE
+def java_column_names(spec: SourceSpec) -> dict[str, str]:
+    """Canonical column of a Java event table → the table's own name (``columns``)."""
     unknown = sorted(set(spec.columns) - set(JAVA_COLUMNS))
     if unknown:
         raise ManifestError(
@@ -195,7 +194,13 @@ def _read_java_table(conn: Connection, spec: SourceSpec, filters: Filters) -> Ba
             value=unknown,
             fix=f"map only these canonical names to yours: {', '.join(JAVA_COLUMNS)}",
         )
-    names = {col: spec.columns.get(col, col) for col in JAVA_COLUMNS}
+    return {col: spec.columns.get(col, col) for col in JAVA_COLUMNS}
+
+
+def _read_java_table(conn: Connection, spec: SourceSpec, filters: Filters) -> Batch:
+    """The filtered rows of a table of ADK Java event JSON, in a stable order."""
+    table = spec.table or JAVA_TABLE
+    names = java_column_names(spec)
     info = sql.require_table(conn, table, list(names.values()), what=WHAT)
     table_clause = info.clause
     c = {col: sql.column(table_clause, name) for col, name in names.items()}

@@ -16,12 +16,12 @@ from incidentkit.findings import Findings
 from incidentkit.flows import FLOWS
 from incidentkit.flows.common import (
     Settings,
-    baseline_flag,
     baseline_window,
     begin,
     findings_context,
     frames_of,
     notes_view,
+    set_baseline,
     up_to,
 )
 from incidentkit.flows.common import setting as profile_setting
@@ -94,13 +94,7 @@ def setup(
     values["bucket"] = str(bucket or DEFAULT_BUCKET).strip()
     _bucket(values["bucket"])  # a bad duration fails here, before any triage
     sources["bucket"] = "parameter" if bucket else "default"
-    window = baseline_window(baseline, values["as_of"])
-    values["baseline"] = (
-        None if window is None else f"{window.start.isoformat()}/{window.end.isoformat()}"
-    )
-    sources["baseline"] = "parameter" if window is not None else "default"
-    values["baseline_engine"] = baseline_flag(baseline_engine)
-    sources["baseline_engine"] = "parameter" if baseline_engine is not True else "default"
+    set_baseline(values, sources, baseline, baseline_engine)
     return up_to(incident, values["as_of"]), Settings(FLOW, app, values, sources)
 
 

@@ -207,10 +207,10 @@ def _cycles(
     run = (~repeats).cumsum()  # a stretch: the turn that breaks the last one, then repeats
     length = repeats.groupby(run).transform("sum")
     rounds = -(-(length + period) // period)  # rounds begun: the last may have been cut short
-    keyed = turns.assign(run=run, rounds=rounds.where(repeats, 0))
+    keyed = turns.assign(run=run, rounds=rounds.where(repeats, 0), length=length.where(repeats, 0))
     best = keyed.loc[keyed["rounds"].ge(min_iterations)].sort_values(
-        "rounds", ascending=False, kind="stable"
-    )
+        "length", ascending=False, kind="stable"
+    )  # the longest stretch (the first of equals): rounds begun can tie where repeats do not
     best = best.drop_duplicates("invocation_id")
     chosen = run.isin(best["run"]).to_numpy()
     starts = np.flatnonzero(chosen & run.ne(run.shift(1)).to_numpy())

@@ -16,12 +16,12 @@ from incidentkit.findings import Findings
 from incidentkit.flows import FLOWS
 from incidentkit.flows.common import (
     Settings,
-    baseline_flag,
     baseline_window,
     begin,
     findings_context,
     frames_of,
     notes_view,
+    set_baseline,
     up_to,
 )
 from incidentkit.flows.common import setting as profile_setting
@@ -116,13 +116,7 @@ def setup(
     sources["min_repeats"] = "parameter" if min_repeats else "default"
     values["price_per_1k_tokens"] = _price(price_per_1k_tokens)
     sources["price_per_1k_tokens"] = "parameter" if price_per_1k_tokens else "default"
-    window = baseline_window(baseline, values["as_of"])
-    values["baseline"] = (
-        None if window is None else f"{window.start.isoformat()}/{window.end.isoformat()}"
-    )
-    sources["baseline"] = "parameter" if window is not None else "default"
-    values["baseline_engine"] = baseline_flag(baseline_engine)
-    sources["baseline_engine"] = "parameter" if baseline_engine is not True else "default"
+    set_baseline(values, sources, baseline, baseline_engine)
     return up_to(incident, values["as_of"]), Settings(FLOW, app, values, sources)
 
 
