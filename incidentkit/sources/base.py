@@ -258,9 +258,9 @@ _DECODER = msgspec.json.Decoder()
 
 def fast_loads(text: str) -> Any:
     """Decode JSON text as ``json.loads`` does (integers of any size kept exact): msgspec
-    first, about 3x faster; what it refuses (malformed text, NaN, a number past float's range,
-    a lone surrogate, nesting past its limit) goes to ``json.loads``, whose result or error
-    stands."""
+    first (50k ADK events, GC paused: 0.15 s, json.loads 0.37 s); what it refuses (malformed
+    text, NaN, a number past float's range, a lone surrogate, nesting past its limit) goes to
+    ``json.loads``, whose result or error stands."""
     try:
         return _DECODER.decode(text)
     except msgspec.DecodeError:

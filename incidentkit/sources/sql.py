@@ -489,7 +489,8 @@ def _copy_frame(conn: Connection, statement: sa.Select[Any]) -> pd.DataFrame:
 
 
 def _csv_frame(buffer: io.BytesIO) -> pd.DataFrame:
-    """COPY's CSV as a frame of text columns (pyarrow's parser: about 5x ``read_csv``).
+    """COPY's CSV as a frame of text columns (300k ledger rows: pyarrow 0.3-0.4 s,
+    ``read_csv`` 1.6 s).
 
     Only an unquoted NULL mark is null: a text equal to it comes quoted and stays text; an
     empty field is the empty text.
