@@ -489,10 +489,14 @@ def cast_columns(frame: pd.DataFrame, columns: Mapping[str, str], *, what: str) 
         elif dtype == BOOL:
             out[col] = series.astype(object).where(series.notna(), False).astype(bool)
         elif dtype == STR:
-            out[col] = series.astype(object).where(series.notna(), None).astype(STR)
+            out[col] = _as_text(series)
         else:
             out[col] = series.astype(cast(Any, dtype))  # a dtype name of the frame contracts
     return pd.DataFrame(out, index=pd.RangeIndex(len(frame)))
+
+
+def _as_text(series: pd.Series) -> pd.Series:
+    return series.astype(object).where(series.notna(), None).astype(STR)
 
 
 def _utc_column(series: pd.Series, *, what: str) -> pd.Series:

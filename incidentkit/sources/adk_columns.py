@@ -135,4 +135,6 @@ def fill(values: list[Any], fallback: list[Any] | None) -> list[Any]:
     """``values`` with nulls taken from ``fallback`` (same length) when there is one."""
     if fallback is None or None not in values:
         return values
+    if values.count(None) == len(values):  # a key no record has: the fallback whole
+        return fallback
     return [v if v is not None else f for v, f in zip(values, fallback, strict=True)]

@@ -29,8 +29,9 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from incidentkit.frames import TS, conform, empty, to_numbers
+from incidentkit.frames import STR, TS, conform, empty, to_numbers
 from incidentkit.manifest import Filters
+from incidentkit.sources import adk_typed
 from incidentkit.sources.adk_columns import (
     IS_TRUE,
     NOT_NONE,
@@ -47,7 +48,8 @@ from incidentkit.sources.adk_columns import (
 )
 from incidentkit.sources.adk_parts import (
     calls_frame,
-    check_parts,
+    check_calls,
+    check_part_shapes,
     responses_frame,
     state_writes_frame,
     texts,
@@ -59,6 +61,8 @@ from incidentkit.times import NS_LIMIT, OUT_OF_RANGE
 MS_THRESHOLD = 1e11
 """Epoch timestamps at or above this are milliseconds, below it seconds."""
 CHUNK = 50_000
+TYPED = True
+"""Decode well-formed chunks by types (:mod:`.adk_typed`); tests turn it off to compare."""
 SESSION_KEYS = ("app_name", "user_id", "session_id")
 EVENT_FRAMES = ("events", "calls", "responses", "state_writes")
 
@@ -232,35 +236,31 @@ def _read_chunk(
     sink: RejectSink,
     identity: Mapping[str, str],
 ) -> _Chunk:
-    """Check and flatten records ``start:stop`` of ``batch``; rejects go to ``sink``."""
+    """Check and flatten records ``start:stop`` of ``batch``; rejects go to ``sink``.
+
+    A chunk of well-formed JSON text decodes by types (:mod:`.adk_typed`); any other goes the
+    general way, through dicts. Both give the same columns to the same checks, in one order,
+    so a record's first reason is the same either way.
+    """
     raw = batch.values.iloc[start:stop]
     meta = batch.meta.iloc[start:stop].reset_index(drop=True)
-    decoded, json_reasons = parse_json_values(raw)
-    recs: list[Any] = decoded.tolist()
-    records = Records(recs)
-    n = len(recs)
+    n = len(raw)
     reasons = Reasons(n)
-    reasons.array[:] = json_reasons.to_numpy()
-    if None in recs:
-        reasons.flag(mask(recs, lambda r: r is None), "no event JSON (the value is null)")
-    reasons.flag(
-        not_of(recs, (dict, type(None))),
-        lambda i: f"expected a JSON object, got {type(recs[i]).__name__}",
-    )
-    cols, actions = _fields(records, meta, reasons, identity, batch.origin)
+    typed = adk_typed.decode(raw.tolist()) if TYPED else None
+    view = typed if typed is not None else _General(raw, reasons)
+    cols = _fields(view, meta, reasons, identity, batch.origin)
     fallback = meta["ts"] if "ts" in meta.columns else None
     why = _meta_list(meta, "ts_reason")
-    times = _times(records.get(("timestamp",)), batch.origin, fallback, why, reasons)
-    contents = records.get(("content",))
-    reasons.flag(not_of(contents, (dict, type(None))), "content is not an object")
-    parts = pluck(contents, ("parts",))
-    reasons.flag(not_of(parts, (list, type(None))), "content.parts is not a list")
-    owner, part_no, part_list = explode(parts)
-    items = Records(part_list)
-    calls = items.get(("functionCall", "function_call"))
-    responses = items.get(("functionResponse", "function_response"))
-    check_parts(items, calls, responses, owner, part_no, reasons)
-    long_running = records.get(("longRunningToolIds", "long_running_tool_ids"))
+    times = _times(view.events.get(("timestamp",)), batch.origin, fallback, why, reasons)
+    if isinstance(view, _General):
+        view.check_content(reasons)
+    owner, part_no = view.owner, view.part_no
+    calls = view.calls(("functionCall", "function_call"))
+    responses = view.calls(("functionResponse", "function_response"))
+    if isinstance(view, _General):
+        check_part_shapes(view.parts, calls, responses, owner, part_no, reasons)
+    check_calls(calls, responses, owner, part_no, reasons)
+    long_running = view.events.get(("longRunningToolIds", "long_running_tool_ids"))
     lr_ok = mask(
         long_running, lambda v: v is None or (type(v) is list and set(map(type, v)) <= {str})
     )
@@ -268,26 +268,28 @@ def _read_chunk(
     lr_ids = [
         tuple(sorted(v)) if ok and v else () for v, ok in zip(long_running, lr_ok, strict=True)
     ]
-    deltas = actions.get(("stateDelta", "state_delta"))
+    deltas = view.actions.get(("stateDelta", "state_delta"))
     reasons.flag(not_of(deltas, (dict, type(None))), "actions.stateDelta is not an object")
-    tokens = event_tokens(records.get(USAGE_KEYS))  # unreadable counts warn, never reject
+    tokens = event_tokens(view.events.get(USAGE_KEYS))  # unreadable counts warn, never reject
 
     keep = ~reasons.bad
-    _reject(reasons, raw, recs, meta, sink)
+    _reject(reasons, raw, view, meta, sink)
     is_call, is_response = mask(calls, NOT_NONE), mask(responses, NOT_NONE)
-    final = _final_response(cols, lr_ids, items, owner, is_call, is_response, batch.origin)
+    code_results = view.parts.get(("codeExecutionResult", "code_execution_result"))
+    final = _final_response(cols, lr_ids, code_results, owner, is_call, is_response, batch.origin)
+    part_texts = view.parts.get(("text",))
     pos = first_pos + start + np.arange(n, dtype=np.int64)
     events = pd.DataFrame(
         {
             "pos": pos,
-            "location": meta["location"].to_numpy(),
-            **cols,
+            "location": meta["location"].astype(STR),
+            **_blank_rejected(cols, keep),
             "ts": times.array,
             "long_running_tool_ids": lr_ids,
             "final_response": final,
             **tokens.columns,
             REASON: tokens.reasons,
-            "text": texts(items, owner, n),
+            "text": texts(part_texts, view.parts.get(("thought",)), owner, n),
             "source_format": batch.origin.source_format,
         }
     )
@@ -299,10 +301,58 @@ def _read_chunk(
     )
 
 
+def _blank_rejected(cols: dict[str, list[Any]], keep: Bools) -> dict[str, list[Any]]:
+    """``cols`` with None for rejected records: a rejected 0 beside a None would otherwise make
+    a float column of text (pandas infers each column's type; text becomes Arrow strings)."""
+    if keep.all():
+        return cols
+    return {
+        col: [v if ok else None for v, ok in zip(values, keep, strict=True)]
+        for col, values in cols.items()
+    }
+
+
+class _General:
+    """A chunk decoded into dicts, whatever the records hold; their shapes are checked here.
+
+    It offers what :class:`.adk_typed.Typed` does: ``events``, ``actions`` and ``parts``
+    with a ``get`` over keys, the parts' ``owner`` and ``part_no``, and ``calls``.
+    """
+
+    def __init__(self, raw: pd.Series, reasons: Reasons) -> None:
+        decoded, json_reasons = parse_json_values(raw)
+        recs: list[Any] = decoded.tolist()
+        self.recs = recs
+        reasons.array[:] = json_reasons.to_numpy()
+        if None in recs:
+            reasons.flag(mask(recs, lambda r: r is None), "no event JSON (the value is null)")
+        reasons.flag(
+            not_of(recs, (dict, type(None))),
+            lambda i: f"expected a JSON object, got {type(recs[i]).__name__}",
+        )
+        self.events = Records(recs)
+        self.raw_actions = self.events.get(("actions",))
+        self.actions = Records(self.raw_actions)
+        self.contents = self.events.get(("content",))
+        self.raw_parts = pluck(self.contents, ("parts",))
+        self.owner, self.part_no, part_list = explode(self.raw_parts)
+        self.parts = Records(part_list)
+
+    def check_actions(self, reasons: Reasons) -> None:
+        reasons.flag(not_of(self.raw_actions, (dict, type(None))), "actions is not an object")
+
+    def check_content(self, reasons: Reasons) -> None:
+        reasons.flag(not_of(self.contents, (dict, type(None))), "content is not an object")
+        reasons.flag(not_of(self.raw_parts, (list, type(None))), "content.parts is not a list")
+
+    def calls(self, keys: tuple[str, ...]) -> list[Any]:
+        return self.parts.get(keys)
+
+
 def _final_response(
     cols: dict[str, list[Any]],
     lr_ids: list[tuple[str, ...]],
-    items: Records,
+    code_results: list[Any],
     owner: Ints,
     is_call: Bools,
     is_response: Bools,
@@ -313,7 +363,7 @@ def _final_response(
     has_call = np.bincount(owner[is_call], minlength=n) > 0
     has_response = np.bincount(owner[is_response], minlength=n) > 0
     last_part = np.append(owner[1:] != owner[:-1], True) if len(owner) else np.zeros(0, bool)
-    code_result = mask(items.get(("codeExecutionResult", "code_execution_result")), NOT_NONE)
+    code_result = mask(code_results, NOT_NONE)
     trailing = np.zeros(n, dtype=bool)
     trailing[owner[last_part & code_result]] = True
     partial = mask(cols["partial"], IS_TRUE)
@@ -328,24 +378,24 @@ def _final_response(
 
 
 def _fields(
-    records: Records,
+    view: _General | adk_typed.Typed,
     meta: pd.DataFrame,
     reasons: Reasons,
     identity: Mapping[str, str],
     origin: Origin,
-) -> tuple[dict[str, list[Any]], Records]:
-    """The event's scalar fields, checked (ids fall back to ``meta``), and its actions.
+) -> dict[str, list[Any]]:
+    """The event's scalar fields and its actions', checked (ids fall back to ``meta``).
 
     Session keys come from ``meta`` (the source row), else the event, else ``identity``;
     missing ones stay None for :func:`_identify`.
     """
     cols: dict[str, list[Any]] = {}
     for col, keys, kind in _TOP:
-        cols[col] = fill(records.get(keys), _meta_list(meta, col))
+        cols[col] = fill(view.events.get(keys), _meta_list(meta, col))
         lossy = col == "invocation_id" and not origin.invocations
         check(cols[col], "text" if lossy else kind, keys[0], reasons)
     for col, keys in _SESSION_JSON_KEYS.items():
-        own = records.get(keys)
+        own = view.events.get(keys)
         given = _meta_list(meta, col)
         values = own if given is None else fill(given, own)
         if "" in values:
@@ -354,13 +404,12 @@ def _fields(
             values = fill(values, [identity[col]] * len(values))
         check(values, "text", keys[0], reasons)
         cols[col] = values
-    actions = records.get(("actions",))
-    reasons.flag(not_of(actions, (dict, type(None))), "actions is not an object")
-    in_actions = Records(actions)
+    if isinstance(view, _General):
+        view.check_actions(reasons)
     for col, keys, kind in _ACTIONS:
-        cols[col] = in_actions.get(keys)
+        cols[col] = view.actions.get(keys)
         check(cols[col], kind, f"actions.{keys[0]}", reasons)
-    return cols, in_actions
+    return cols
 
 
 def _meta_list(meta: pd.DataFrame, column: str) -> list[Any] | None:
@@ -428,12 +477,20 @@ def _times(
 
 
 def _reject(
-    reasons: Reasons, raw: pd.Series, recs: list[Any], meta: pd.DataFrame, sink: RejectSink
+    reasons: Reasons,
+    raw: pd.Series,
+    view: _General | adk_typed.Typed,
+    meta: pd.DataFrame,
+    sink: RejectSink,
 ) -> None:
+    """Each rejected record with its text (typed chunks are all text)."""
     raws = raw.to_numpy(dtype=object)
     locations = meta["location"].to_numpy()
     for i in np.flatnonzero(reasons.bad):
-        text = raws[i] if isinstance(raws[i], str) else json.dumps(recs[i], default=str)
+        if isinstance(raws[i], str) or not isinstance(view, _General):
+            text = str(raws[i])
+        else:
+            text = json.dumps(view.recs[i], default=str)
         sink.add(str(locations[i]), str(reasons.array[i]), text)
 
 

@@ -1,8 +1,9 @@
 """The rows an event's content and actions give: calls, responses, state writes and text.
 
-:func:`check_parts` rejects records whose parts cannot give rows. Each builder takes the
-flattened parts (or deltas) of a chunk of records, with ``owner`` the record each item
-belongs to, and keeps only the items of records that were not rejected.
+:func:`check_part_shapes` and :func:`check_calls` reject records whose parts cannot give
+rows. Each builder takes the flattened parts (or deltas) of a chunk of records, with
+``owner`` the record each item belongs to, and keeps only the items of records that were not
+rejected.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ _SCOPES = {
 _SESSION = StateScope.SESSION.value
 
 
-def check_parts(
+def check_part_shapes(
     items: Records,
     calls: list[Any],
     responses: list[Any],
@@ -45,13 +46,10 @@ def check_parts(
     reasons: Reasons,
 ) -> None:
     """Flag records with a part that is not an object, a ``text`` that is not text, or a
-    function call/response that is not an object, lacks its ``name`` (the tool it names), or
-    has ``args``/``response`` or ``id`` of the wrong type.
+    function call/response that is not an object.
 
     ``calls``/``responses`` hold each part's ``functionCall``/``functionResponse`` (None when
-    it has none). An absent ``args``/``response`` is legal (genai marks both optional and ADK
-    Python's JSON drops None fields), and so is an absent ``id``: Firestore-origin events
-    carry none, and their calls pair with responses by name and order instead.
+    it has none). Typed decoding (:mod:`.adk_typed`) has checked all this already.
     """
     shapes: list[tuple[str, Sequence[Any], tuple[type, ...], str]] = [
         ("", items.objs, (dict,), "an object"),
@@ -63,6 +61,18 @@ def check_parts(
         wrong = not_of(values, allowed)
         if wrong is not None:
             _flag(reasons, owner, part_no, np.flatnonzero(wrong), f"{name} is not {what}")
+
+
+def check_calls(
+    calls: list[Any], responses: list[Any], owner: Ints, part_no: Ints, reasons: Reasons
+) -> None:
+    """Flag records with a function call/response that lacks its ``name`` (the tool it
+    names) or has ``args``/``response`` or ``id`` of the wrong type.
+
+    An absent ``args``/``response`` is legal (genai marks both optional and ADK Python's JSON
+    drops None fields), and so is an absent ``id``: Firestore-origin events carry none, and
+    their calls pair with responses by name and order instead.
+    """
     for kind, values, payload in (
         ("functionCall", calls, "args"),
         ("functionResponse", responses, "response"),
@@ -114,11 +124,11 @@ def _flag(
     reasons.flag_rows(owner[at], reason)
 
 
-def texts(items: Records, owner: Ints, n: int) -> Any:
-    """Each record's non-thought text parts, joined (None when it has none)."""
+def texts(values: list[Any], thoughts: list[Any], owner: Ints, n: int) -> Any:
+    """Each record's non-thought text parts (``values``, and ``thoughts`` their ``thought``
+    flags, by part), joined (None when it has none)."""
     out = np.full(n, None, dtype=object)
-    values = items.get(("text",))
-    keep = mask(values, bool) & ~mask(items.get(("thought",)), bool)
+    keep = mask(values, bool) & ~mask(thoughts, bool)
     wrong = not_of(values, (str, type(None)))
     if wrong is not None:
         keep &= ~wrong

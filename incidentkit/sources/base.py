@@ -260,11 +260,12 @@ def fast_loads(text: str) -> Any:
     """Decode JSON text as ``json.loads`` does (integers of any size kept exact): msgspec
     first (50k ADK events, GC paused: 0.15 s, json.loads 0.37 s); what it refuses (malformed
     text, NaN, a number past float's range, a lone surrogate, nesting past its limit) goes to
-    ``json.loads``, whose result or error stands."""
+    ``json.loads``, whose result or error stands, but for a lone surrogate: see
+    :func:`_python_loads`."""
     try:
         return _DECODER.decode(text)
     except msgspec.DecodeError:
-        return json.loads(text)
+        return _python_loads(text)
 
 
 def loads(text: str) -> Any:
@@ -272,7 +273,19 @@ def loads(text: str) -> Any:
     try:
         return _DECODER.decode(text)
     except msgspec.DecodeError:
-        return json.loads(text, parse_constant=_no_constant)
+        return _python_loads(text, parse_constant=_no_constant)
+
+
+def _python_loads(text: str, **options: Any) -> Any:
+    """``json.loads``, refusing (a ValueError) half a UTF-16 pair (``"\\ud800"``, escaped or
+    not): Python keeps it in a str no UTF-8, so no Arrow column and no report, can hold."""
+    value = json.loads(text, **options)
+    if not text.isascii() or "\\ud" in text.lower():
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("half a UTF-16 surrogate pair, not a character") from None
+    return value
 
 
 JSON_ERRORS = (ValueError, RecursionError)

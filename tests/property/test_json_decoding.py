@@ -1,5 +1,6 @@
-"""The kit's JSON decoder (orjson first, Python's json for what orjson refuses or would read
-differently) gives exactly what ``json.loads`` gives, and fails where it fails."""
+"""The kit's JSON decoder (msgspec first, Python's json for what msgspec refuses) gives exactly
+what ``json.loads`` gives, and fails where it fails; it also refuses half a UTF-16 pair, which
+``json.loads`` keeps in a str that UTF-8 cannot hold."""
 
 from __future__ import annotations
 
@@ -18,9 +19,14 @@ def _no_constant(name: str) -> Any:
 
 def _python(text: str) -> tuple[str, Any]:
     try:
-        return "ok", json.loads(text, parse_constant=_no_constant)
+        value = json.loads(text, parse_constant=_no_constant)
     except JSON_ERRORS as err:
         return "error", type(err).__name__
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return "error", "ValueError"
+    return "ok", value
 
 
 def _kit(text: str) -> tuple[str, Any]:

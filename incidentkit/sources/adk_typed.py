@@ -1,0 +1,148 @@
+"""Typed decoding of ADK event JSON: msgspec checks each field's type while it decodes.
+
+Most evidence is well formed, and for it the normaliser's general path spends its time
+looking up some thirty keys per event dict and checking their types in Python. Here a
+chunk's JSON text decodes straight into the Structs below, which declare every field the
+frames read, in both spellings, with the type the general path requires of it; msgspec checks
+those types in C as it decodes, and each field the frames ask for comes out as a column in
+one ``map`` of an attribute getter.
+
+A record this cannot decode (malformed JSON, NaN, a number past float's range, a lone
+surrogate, a field of the wrong type, an event that is not an object, ...) sends its whole
+chunk to the general path, which names the reason. Rules types cannot state (a missing id, an
+implausible timestamp) are checked on the columns by the same functions either way, so the
+frames and rejects are the same on both paths (tests/property/test_typed_events.py). Keys the
+kit does not read are skipped, as the general path ignores them; payloads (``args``,
+``response``, ``stateDelta``, usage metadata) decode to the same builtins as there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from operator import attrgetter
+from typing import Any
+
+import msgspec
+from msgspec.structs import asdict
+
+from incidentkit.sources.adk_columns import explode, fill
+
+
+class _Call(msgspec.Struct):
+    id: str | None = None
+    name: str | None = None
+    args: dict[str, Any] | None = None
+
+
+class _Response(msgspec.Struct):
+    id: str | None = None
+    name: str | None = None
+    response: dict[str, Any] | None = None
+
+
+class _Part(msgspec.Struct):
+    text: str | None = None
+    thought: Any = None  # read for its truth, like the general path
+    functionCall: _Call | None = None  # noqa: N815 (the JSON key)
+    function_call: _Call | None = None
+    functionResponse: _Response | None = None  # noqa: N815
+    function_response: _Response | None = None
+    codeExecutionResult: Any = None  # noqa: N815
+    code_execution_result: Any = None
+
+
+class _Content(msgspec.Struct):
+    parts: list[_Part] | None = None
+
+
+class _Actions(msgspec.Struct):
+    stateDelta: dict[str, Any] | None = None  # noqa: N815
+    state_delta: dict[str, Any] | None = None
+    transferToAgent: str | None = None  # noqa: N815
+    transfer_to_agent: str | None = None
+    transferAgent: str | None = None  # noqa: N815
+    escalate: bool | None = None
+    skipSummarization: bool | None = None  # noqa: N815
+    skip_summarization: bool | None = None
+
+
+class _Event(msgspec.Struct):
+    id: str | None = None
+    invocationId: str | None = None  # noqa: N815
+    invocation_id: str | None = None
+    author: str | None = None
+    branch: str | None = None
+    partial: bool | None = None
+    turnComplete: bool | None = None  # noqa: N815
+    turn_complete: bool | None = None
+    interrupted: bool | None = None
+    errorCode: str | None = None  # noqa: N815
+    error_code: str | None = None
+    errorMessage: str | None = None  # noqa: N815
+    error_message: str | None = None
+    appName: str | None = None  # noqa: N815
+    app_name: str | None = None
+    userId: str | None = None  # noqa: N815
+    user_id: str | None = None
+    sessionId: str | None = None  # noqa: N815
+    session_id: str | None = None
+    timestamp: int | float | None = None
+    content: _Content | None = None
+    actions: _Actions | None = None
+    longRunningToolIds: list[str] | None = None  # noqa: N815
+    long_running_tool_ids: list[str] | None = None
+    usageMetadata: Any = None  # noqa: N815 (unreadable counts warn, never reject: tokens.py)
+    usage_metadata: Any = None
+
+
+_DECODER = msgspec.json.Decoder(_Event)
+_NO_ACTIONS, _NO_CONTENT = _Actions(), _Content()
+
+
+class Columns:
+    """The fields of decoded Structs as columns, each read when first asked for; ``get``
+    reads them as the general path's :meth:`~incidentkit.sources.adk_columns.Records.get`
+    reads dicts (the first of the keys that is not null)."""
+
+    def __init__(self, structs: Sequence[msgspec.Struct]) -> None:
+        self.structs = structs
+        self.columns: dict[str, list[Any]] = {}
+
+    def column(self, key: str) -> list[Any]:
+        found = self.columns.get(key)
+        if found is None:
+            found = self.columns[key] = list(map(attrgetter(key), self.structs))
+        return found
+
+    def get(self, keys: tuple[str, ...]) -> list[Any]:
+        out = self.column(keys[0])
+        for key in keys[1:]:
+            out = fill(out, self.column(key))
+        return out
+
+
+class Typed:
+    """A chunk decoded by types: its events' columns, their actions' and their parts'."""
+
+    def __init__(self, events: list[_Event]) -> None:
+        self.events = Columns(events)
+        actions = [a if a is not None else _NO_ACTIONS for a in self.events.column("actions")]
+        self.actions = Columns(actions)
+        contents = [c if c is not None else _NO_CONTENT for c in self.events.column("content")]
+        self.owner, self.part_no, parts = explode([c.parts for c in contents])
+        self.parts = Columns(parts)
+
+    def calls(self, keys: tuple[str, ...]) -> list[dict[str, Any] | None]:
+        """The parts' function calls (or responses) under ``keys``, as the dicts the row
+        builders read (None where a part has none)."""
+        return [None if s is None else asdict(s) for s in self.parts.get(keys)]
+
+
+def decode(raw: Sequence[Any]) -> Typed | None:
+    """``raw`` (JSON text) decoded by types, or None when any record needs the general path."""
+    if not raw or set(map(type, raw)) != {str}:
+        return None
+    try:
+        return Typed(list(map(_DECODER.decode, raw)))
+    except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
+        return None
