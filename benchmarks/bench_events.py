@@ -28,19 +28,15 @@ import argparse
 import gc
 import io
 import json
-import os
 import resource
-import subprocess
 import sys
 import time
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ADMIN_URL = os.environ.get("INCIDENTKIT_TEST_DATABASE_URL") or (
-    "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-)
+import fresh
+
 CASES = {
     "memory": {
         "decode": "msgspec decode only",
@@ -199,19 +195,9 @@ def populate(url: str, n: int) -> None:
 
 
 def measure(mode: str, target: str, n: int, repeat: int) -> None:
-    results: dict[str, dict[str, Any]] = {}
-    for _ in range(repeat):  # alternated, so a busy moment of the machine hits all
-        for case in CASES[mode]:
-            out = subprocess.run(
-                [sys.executable, __file__, "--case", mode, case, target],
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            found = json.loads(out.stdout.strip().splitlines()[-1])
-            best = results.setdefault(case, found)
-            best["seconds"] = min(best["seconds"], found["seconds"])
-            best["peak_mb"] = max(best["peak_mb"], found["peak_mb"])
+    results = fresh.best_of(
+        lambda case: [sys.executable, __file__, "--case", mode, case, target], CASES[mode], repeat
+    )
     floor = next(iter(CASES[mode]))
     base = results[floor]["seconds"]
     print(f"{n:,} events, {mode}; best of {repeat} runs per case; share = floor time / case time")
@@ -246,23 +232,9 @@ def main() -> None:
             write_file(args.file, args.n)
         measure("file", str(args.file), args.n, args.repeat)
     elif args.postgres:
-        import sqlalchemy as sa
-        from sqlalchemy.engine import make_url
-
-        name = f"ik_bench_{uuid.uuid4().hex[:12]}"
-        admin = sa.create_engine(
-            ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool
-        )
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-        url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-        try:
+        with fresh.scratch_database() as url:
             populate(url, args.n)
             measure("postgres", url, args.n, args.repeat)
-        finally:
-            with admin.connect() as conn:
-                conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            admin.dispose()
     else:
         measure("memory", str(args.n), args.n, args.repeat)
 

@@ -22,20 +22,16 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import resource
-import subprocess
 import sys
 import time
 import uuid
 from typing import Any
 
+import fresh
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-ADMIN_URL = os.environ.get("INCIDENTKIT_TEST_DATABASE_URL") or (
-    "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-)
 COLUMNS = (
     "run_id, app_name, user_id, session_id, invocation_id, request, status, owner, "
     "lease_until, attempts, started_at, updated_at"
@@ -146,29 +142,13 @@ def main() -> None:
         print(json.dumps(run_case(args.case, args.url)))
         return
 
-    name = f"ik_bench_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    try:
+    with fresh.scratch_database() as url:
         started = time.perf_counter()
         populate(url, args.rows)
         load_s = time.perf_counter() - started
-        print(f"{args.rows:,} rows into {name} by COPY FROM in {load_s:.1f} s", flush=True)
-        results: dict[str, dict[str, Any]] = {}
-        for _ in range(args.repeat):  # alternated, so a busy moment of the machine hits all
-            for case in CASES:
-                out = subprocess.run(
-                    [sys.executable, __file__, "--case", case, "--url", url],
-                    check=True,
-                    capture_output=True,
-                    text=True,
-                )
-                found = json.loads(out.stdout.strip().splitlines()[-1])
-                best = results.setdefault(case, found)
-                best["seconds"] = min(best["seconds"], found["seconds"])
-                best["peak_mb"] = max(best["peak_mb"], found["peak_mb"])
+        print(f"{args.rows:,} rows into the scratch database by COPY FROM in {load_s:.1f} s")
+        command = [sys.executable, __file__, "--case"]
+        results = fresh.best_of(lambda case: [*command, case, "--url", url], CASES, args.repeat)
         base = results["a"]["seconds"]
         print(f"best of {args.repeat} runs per case; speed = rows/s as a share of raw COPY's")
         print(f"{'case':<30}{'rows':>11}{'seconds':>9}{'rows/s':>11}{'speed':>8}{'peak RSS':>11}")
@@ -182,10 +162,6 @@ def main() -> None:
             )
         kit = base / results["d"]["seconds"]
         print(f"ledger.load at {kit:.2f} of raw COPY throughput (target >= 0.5)")
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -483,14 +483,15 @@ def _reject(
     meta: pd.DataFrame,
     sink: RejectSink,
 ) -> None:
-    """Each rejected record with its text (typed chunks are all text)."""
+    """Each rejected record with its text, or its dict as JSON (only the general path is
+    handed dicts: a typed chunk is all text)."""
     raws = raw.to_numpy(dtype=object)
     locations = meta["location"].to_numpy()
     for i in np.flatnonzero(reasons.bad):
-        if isinstance(raws[i], str) or not isinstance(view, _General):
-            text = str(raws[i])
+        if isinstance(raws[i], str):
+            text = raws[i]
         else:
-            text = json.dumps(view.recs[i], default=str)
+            text = json.dumps(cast(_General, view).recs[i], default=str)
         sink.add(str(locations[i]), str(reasons.array[i]), text)
 
 

@@ -283,8 +283,12 @@ def _python_loads(text: str, **options: Any) -> Any:
     if not text.isascii() or "\\ud" in text.lower():
         try:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError("half a UTF-16 surrogate pair, not a character") from None
+        except UnicodeEncodeError as err:
+            half = f"\\u{ord(err.object[err.start]):04x}"
+            raise ValueError(
+                f"{half} is half of a UTF-16 surrogate pair, not a character: the writer must "
+                "escape both halves of the pair, or write the character itself"
+            ) from None
     return value
 
 

@@ -231,3 +231,26 @@ def test_well_formed_chunks_decode_typed() -> None:
 def test_edge_lines_read_the_same_typed(line: str) -> None:
     """Duplicate keys (the last wins), numbers past float, booleans, lone surrogates."""
     _same([line], JAVA_JSON, with_meta=True)
+
+
+def test_the_typed_structs_hold_every_key_the_normaliser_reads() -> None:
+    """A spelling added to the normaliser's tables but not to the Structs would fail here, not
+    as an AttributeError on the first chunk that decodes typed."""
+    from incidentkit.sources.adk_typed import _Actions, _Event
+    from incidentkit.sources.tokens import USAGE_KEYS
+
+    event_keys = {key for _, keys, _ in adk_events._TOP for key in keys}
+    event_keys |= {key for keys in adk_events._SESSION_JSON_KEYS.values() for key in keys}
+    event_keys |= set(USAGE_KEYS)
+    action_keys = {key for _, keys, _ in adk_events._ACTIONS for key in keys}
+    assert event_keys <= set(_Event.__struct_fields__)
+    assert action_keys <= set(_Actions.__struct_fields__)
+
+
+def test_half_a_surrogate_pair_is_a_reject_naming_it() -> None:
+    line = '{"id": "\\ud800", "invocationId": "i", "author": "x", "timestamp": 1750000000000}'
+    _, rejects, _ = _run([line], JAVA_JSON, with_meta=True, typed=True)
+    assert [row["reason"] for row in rejects] == [
+        "unreadable JSON value (\\ud800 is half of a UTF-16 surrogate pair, not a character: "
+        "the writer must escape both halves of the pair, or write the character itself)"
+    ]
