@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import io
 import json
 import resource
 import sys
@@ -132,21 +131,8 @@ def _postgres_case(case: str, url: str) -> tuple[int, float]:
 
     started = time.perf_counter()
     if case == "copy":
-        import psycopg
-        from sqlalchemy.engine import make_url
-
-        conninfo = make_url(url).set(drivername="postgresql").render_as_string(False)
         query = "SELECT event_id, app_name, user_id, session_id, invocation_id, ts, event"
-        statement = f"COPY ({query} FROM adk_event) TO STDOUT (FORMAT csv, HEADER)"
-        buffer = io.BytesIO()
-        with (
-            psycopg.connect(conninfo) as conn,
-            conn.cursor() as cursor,
-            cursor.copy(statement) as copy,
-        ):
-            for block in copy:
-                buffer.write(block)
-        return buffer.getvalue().count(b"\n") - 1, started
+        return fresh.copy_out(url, f"{query} FROM adk_event").count(b"\n") - 1, started
     loaded = events.load(SourceSpec("events", url_ref=url), Filters())
     return len(loaded.frames["events"]) + len(loaded.rejects), started
 

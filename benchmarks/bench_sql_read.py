@@ -20,7 +20,6 @@ The imports-only line shows what every process pays before reading.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import resource
 import sys
@@ -30,7 +29,6 @@ from typing import Any
 
 import fresh
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
 
 COLUMNS = (
     "run_id, app_name, user_id, session_id, invocation_id, request, status, owner, "
@@ -96,19 +94,7 @@ def run_case(case: str, url: str) -> dict[str, Any]:
     started = time.perf_counter()
     rows = 0
     if case == "a":
-        import psycopg
-
-        conninfo = make_url(url).set(drivername="postgresql").render_as_string(False)
-        buffer = io.BytesIO()
-        statement = f"COPY ({QUERY}) TO STDOUT (FORMAT csv, HEADER)"
-        with (
-            psycopg.connect(conninfo) as conn,
-            conn.cursor() as cursor,
-            cursor.copy(statement) as copy,
-        ):
-            for block in copy:
-                buffer.write(block)
-        rows = buffer.getvalue().count(b"\n") - 1
+        rows = fresh.copy_out(url, QUERY).count(b"\n") - 1
     elif case == "b":
         engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
         with engine.connect() as conn:

@@ -5,6 +5,7 @@ A script imports this as ``fresh`` (it sits beside them, on ``sys.path`` when on
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -37,6 +38,20 @@ def best_of(
             best["seconds"] = min(best["seconds"], found["seconds"])
             best["peak_mb"] = max(best["peak_mb"], found["peak_mb"])
     return results
+
+
+def copy_out(url: str, query: str) -> bytes:
+    """``query``'s rows as raw psycopg ``COPY ... TO STDOUT (FORMAT csv, HEADER)`` hands them
+    over, kept in memory: the baseline a reader of that database is measured against."""
+    import psycopg
+
+    conninfo = make_url(url).set(drivername="postgresql").render_as_string(False)
+    buffer = io.BytesIO()
+    statement = f"COPY ({query}) TO STDOUT (FORMAT csv, HEADER)"
+    with psycopg.connect(conninfo) as conn, conn.cursor() as cursor, cursor.copy(statement) as copy:
+        for block in copy:
+            buffer.write(block)
+    return buffer.getvalue()
 
 
 @contextmanager
