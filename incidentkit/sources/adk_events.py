@@ -29,7 +29,7 @@ from typing import Any, Literal, cast
 import numpy as np
 import pandas as pd
 
-from incidentkit.frames import STR, TS, conform, empty, to_numbers
+from incidentkit.frames import STR, TS, conform, empty, text_array, to_numbers
 from incidentkit.manifest import Filters
 from incidentkit.sources import adk_typed
 from incidentkit.sources.adk_columns import (
@@ -174,6 +174,8 @@ def normalise(
     if not chunks:
         return {name: empty(name) for name in EVENT_FRAMES}
     events = pd.concat([chunk.events for chunk in chunks], ignore_index=True)
+    children = {name: [getattr(c, name) for c in chunks] for name in EVENT_FRAMES[1:]}
+    del chunks  # the chunks' events frames: concatenated above, freed here
     events["ts"] = events["ts"].astype(TS)
     events = _identify(events, lookup, sink)
     if apply_filters:
@@ -185,12 +187,11 @@ def normalise(
     keys = events[
         ["pos", "event_id", *SESSION_KEYS, "invocation_id", "seq", "ts", "author", "partial"]
     ]
-    return {
-        "events": conform("events", events.reset_index(drop=True)),
-        "calls": _attach([c.calls for c in chunks], "calls", keys, "part_no"),
-        "responses": _attach([c.responses for c in chunks], "responses", keys, "part_no"),
-        "state_writes": _attach([c.state_writes for c in chunks], "state_writes", keys, "key"),
-    }
+    frames = {"events": conform("events", events.reset_index(drop=True))}
+    del events  # each frame is freed as soon as the next is built: the peak is one frame less
+    for name, order in (("calls", "part_no"), ("responses", "part_no"), ("state_writes", "key")):
+        frames[name] = _attach(children.pop(name), name, keys, order)
+    return frames
 
 
 def _identify(
@@ -283,13 +284,13 @@ def _read_chunk(
         {
             "pos": pos,
             "location": meta["location"].astype(STR),
-            **_blank_rejected(cols, keep),
+            **_compact(_blank_rejected(cols, keep)),
             "ts": times.array,
             "long_running_tool_ids": lr_ids,
             "final_response": final,
             **tokens.columns,
             REASON: tokens.reasons,
-            "text": texts(part_texts, view.parts.get(("thought",)), owner, n),
+            "text": text_array(texts(part_texts, view.parts.get(("thought",)), owner, n)),
             "source_format": batch.origin.source_format,
         }
     )
@@ -308,6 +309,19 @@ def _blank_rejected(cols: dict[str, list[Any]], keep: Bools) -> dict[str, list[A
         return cols
     return {
         col: [v if ok else None for v, ok in zip(values, keep, strict=True)]
+        for col, values in cols.items()
+    }
+
+
+_KINDS = {col: kind for col, _, kind in (*_TOP, *_ACTIONS)}
+
+
+def _compact(cols: dict[str, list[Any]]) -> dict[str, Any]:
+    """``cols`` in the events frame's types: flags as booleans (null is false), text as
+    strings. Every chunk's columns are then as small as the final frame's until they are
+    concatenated (a list of None costs 8 bytes a row, a flag 1)."""
+    return {
+        col: mask(values, IS_TRUE) if _KINDS.get(col) == "bool" else text_array(values)
         for col, values in cols.items()
     }
 
@@ -523,6 +537,8 @@ def _drop_duplicates(events: pd.DataFrame, sink: RejectSink) -> pd.DataFrame:
 
 def _attach(parts: list[pd.DataFrame], name: str, keys: pd.DataFrame, order: str) -> pd.DataFrame:
     """A child frame joined to its surviving events (seq, ts, ...), in deterministic order."""
-    frame = pd.concat(parts, ignore_index=True).merge(keys, on="pos", how="inner")
+    frame = pd.concat(parts, ignore_index=True)
+    parts.clear()  # the caller's list held the only other reference to each chunk's rows
+    frame = frame.merge(keys, on="pos", how="inner")
     frame = frame.sort_values([*SESSION_KEYS, "seq", order], kind="stable")
     return conform(name, frame.reset_index(drop=True))

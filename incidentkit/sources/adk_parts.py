@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from incidentkit.frames import StateScope
+from incidentkit.frames import StateScope, text_array
 from incidentkit.sources.adk_columns import (
     NONE,
     NOT_NONE,
@@ -154,10 +154,10 @@ def calls_frame(
         {
             "pos": pos[owners],
             "part_no": part_no[rows],
-            "call_id": ids,
-            "name": pluck(found, ("name",)),
+            "call_id": text_array(ids),
+            "name": text_array(pluck(found, ("name",))),
             "args": pd.Series(args, dtype=object),
-            "args_key": [canonical_json(a) for a in args],
+            "args_key": text_array([canonical_json(a) for a in args]),
             "long_running": [i in lr_ids[o] for i, o in zip(ids, owners, strict=True)],
         }
     )
@@ -172,8 +172,8 @@ def responses_frame(
         {
             "pos": pos[owner[rows]],
             "part_no": part_no[rows],
-            "call_id": pluck(found, ("id",)),
-            "name": pluck(found, ("name",)),
+            "call_id": text_array(pluck(found, ("id",))),
+            "name": text_array(pluck(found, ("name",))),
             "response": pd.Series(pluck(found, ("response",)), dtype=object),
         }
     )
@@ -189,8 +189,8 @@ def state_writes_frame(deltas: list[Any], pos: Ints, keep: Bools) -> pd.DataFram
     return pd.DataFrame(
         {
             "pos": pos[owner],
-            "key": keys,
-            "scope": [_SCOPES.get(k[: k.find(":") + 1], _SESSION) for k in keys],
+            "key": text_array(keys),
+            "scope": text_array([_SCOPES.get(k[: k.find(":") + 1], _SESSION) for k in keys]),
             "value": pd.Series(values, dtype=object).where(~removed, None),
             "removed": removed,
         }

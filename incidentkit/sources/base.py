@@ -94,9 +94,14 @@ def require_content(path: Path, *, what: str) -> None:
     )
 
 
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+)  # built once: json.dumps with options builds an encoder per call, half its cost on small args
+
+
 def canonical_json(value: Any) -> str:
     """Canonical JSON text of ``value``: sorted keys, no spaces (equal args give equal text)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _CANONICAL.encode(value)
 
 
 @contextmanager
@@ -219,23 +224,31 @@ def read_json_lines(
 
 
 def iter_json_line_chunks(
-    path: Path, sink: RejectSink, *, what: str, size: int | None
-) -> Iterator[tuple[list[dict[str, Any]], list[str]]]:
+    path: Path, sink: RejectSink, *, what: str, size: int | None, decode: bool = True
+) -> Iterator[tuple[list[Any], list[str]]]:
     """:func:`read_json_lines` in chunks of at most ``size`` objects (None: one chunk).
 
     Lines are decoded as the chunk fills, so only one chunk of objects is ever in memory;
     the rejects of a chunk's lines reach ``sink`` before the chunk is yielded.
+
+    ``decode=False`` yields each line's JSON text instead, for a reader that decodes and
+    checks a whole chunk itself (the events normaliser decodes by types); only a last line
+    cut off mid-record is decoded here, to be rejected as a truncated file.
     """
     lines = iter_lines(path, what=what, sink=sink)
+    name = path.name  # a property that builds its text each time it is read
     try:
         done = False
         while not done:
-            records: list[dict[str, Any]] = []
+            records: list[Any] = []
             locations: list[str] = []
             with bulk_decoding():  # not across the yield: the consumer runs with gc as it was
                 for lineno, text, complete in lines:
-                    location = f"{path.name}:{lineno}"
-                    value = _json_object(text, complete, location, sink)
+                    location = f"{name}:{lineno}"
+                    value: Any = text
+                    if decode or not complete:
+                        value = _json_object(text, complete, location, sink)
+                        value = text if value is not None and not decode else value
                     if value is not None:
                         records.append(value)
                         locations.append(location)

@@ -348,8 +348,12 @@ def _read_file(
         else:
             yield _read_sessions(path, doc, fmt, sink, states)
         return
+    first = _first_records(path)[:1]
+    texts = bool(first) and isinstance(first[0], dict) and not _is_row_export(first[0], column)
     origin: Origin | None = None
-    for records, locations in iter_json_line_chunks(path, sink, what=WHAT, size=adk_events.CHUNK):
+    for records, locations in iter_json_line_chunks(
+        path, sink, what=WHAT, size=adk_events.CHUNK, decode=not texts
+    ):  # bare events stay text, for the normaliser to decode by types
         batch = _batch(records, locations, fmt, column, origin)
         origin = batch.origin  # the first chunk decides for the file
         yield batch

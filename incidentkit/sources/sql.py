@@ -34,7 +34,7 @@ import shutil
 import sqlite3
 import tempfile
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -480,30 +480,49 @@ def _copy_frame(conn: Connection, statement: sa.Select[Any]) -> pd.DataFrame:
     template = psql.SQL(f"COPY ({{}}) TO STDOUT (FORMAT csv, HEADER, NULL %({_COPY_NULL})s)")
     copy_sql = template.format(psql.SQL(compiled.string))
     raw = conn.connection.driver_connection
-    buffer = io.BytesIO()
     with raw.cursor() as cursor, cursor.copy(copy_sql, params) as copy:  # type: ignore[union-attr]
-        for block in copy:
-            buffer.write(block)
-    buffer.seek(0)
-    return _csv_frame(buffer)
+        return _csv_frame(io.BufferedReader(_CopyStream(copy), 1 << 20))
 
 
-def _csv_frame(buffer: io.BytesIO) -> pd.DataFrame:
+class _CopyStream(io.RawIOBase):
+    """COPY's blocks as a file, read as pyarrow parses: the rows are never all held as CSV
+    text too (300k ledger rows: COPY and parse 0.66 s streamed, 0.93 s buffered first)."""
+
+    def __init__(self, blocks: Iterable[Any]) -> None:
+        self._blocks = iter(blocks)
+        self._rest = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._rest:
+            block = next(self._blocks, None)
+            if block is None:
+                return 0
+            self._rest = memoryview(block)
+        n = min(len(buffer), len(self._rest))
+        buffer[:n] = self._rest[:n]
+        self._rest = self._rest[n:]
+        return n
+
+
+def _csv_frame(stream: io.BufferedReader) -> pd.DataFrame:
     """COPY's CSV as a frame of text columns (300k ledger rows: pyarrow 0.3-0.4 s,
     ``read_csv`` 1.6 s).
 
     Only an unquoted NULL mark is null: a text equal to it comes quoted and stays text; an
     empty field is the empty text.
     """
-    header = buffer.readline()
+    header = stream.readline()
     if not header:
         return pd.DataFrame()
     names = next(csv.reader([header.decode("utf-8")]))
-    if buffer.tell() == buffer.getbuffer().nbytes:
+    if not stream.peek(1):
         return pd.DataFrame({name: pd.Series([], dtype=object) for name in names})
     table = pa_csv.read_csv(
-        buffer,  # the rows after the header, read in place
-        read_options=pa_csv.ReadOptions(column_names=names, block_size=1 << 24, use_threads=False),
+        stream,  # the rows after the header, parsed as they arrive
+        read_options=pa_csv.ReadOptions(column_names=names, block_size=1 << 22, use_threads=False),
         parse_options=pa_csv.ParseOptions(newlines_in_values=True),
         convert_options=pa_csv.ConvertOptions(
             column_types=dict.fromkeys(names, pa.string()),

@@ -97,6 +97,17 @@ def test_json_line_chunks_reject_a_truncated_last_line() -> None:
     ]
 
 
+def test_json_line_chunks_can_hand_over_text_rejecting_only_a_truncated_last_line() -> None:
+    for name, rejected in (("rejects.jsonl", []), ("truncated.jsonl", ["truncated.jsonl:2"])):
+        path = DATA / "events" / name
+        sink = RejectSink("events")
+        chunks = list(iter_json_line_chunks(path, sink, what="events", size=4, decode=False))
+        lines = [(f"{name}:{n}", text) for n, text, _ in iter_lines(path, what="events")]
+        kept = [line for line in lines if line[0] not in rejected]
+        assert [(loc, text) for texts, where in chunks for loc, text in zip(where, texts, strict=True)] == kept
+        assert [row["location"] for row in sink.rows] == rejected  # malformed lines stay text
+
+
 def test_json_line_chunks_leave_the_collector_on_between_chunks(collector_on: None) -> None:
     sink = RejectSink("events")
     path = DATA / "events" / "java_events.jsonl"
