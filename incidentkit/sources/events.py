@@ -335,8 +335,9 @@ def _read_file(
     """The batches of one file, read as the normaliser asks: none when the file is empty.
 
     A session document is one batch (its ``state`` goes to ``states``). JSON lines stream, a
-    chunk of decoded records at a time, so a file of millions of events never sits in memory
-    as dicts; the first chunk decides the origin of them all.
+    chunk at a time, so a file of millions of events never sits in memory as dicts; the
+    first chunk decides the origin of them all. Bare events come as their JSON text, which
+    the normaliser decodes by types; rows of an events table come decoded.
     """
     require_content(path, what=WHAT)
     shape = _peek(path)  # None: no line is readable text; read as lines, each a reject
