@@ -173,24 +173,33 @@ def normalise(
             del batch  # a lazy source's next batch then replaces it in memory, not beside it
     if not chunks:
         return {name: empty(name) for name in EVENT_FRAMES}
-    events = pd.concat([chunk.events for chunk in chunks], ignore_index=True)
+    parts = [chunk.events for chunk in chunks]
     children = {name: [getattr(c, name) for c in chunks] for name in EVENT_FRAMES[1:]}
-    del chunks  # the chunks' events frames: concatenated above, freed here
+    del chunks
+    # Identity, filters, duplicates and order are decided on the few columns they read; the
+    # other columns are then gathered in that order one at a time, so the events frame is
+    # never held whole twice (a concatenation, then a sorted copy, would hold it three times).
+    events = pd.concat([part[_DECIDING] for part in parts], ignore_index=True)
+    parts = [part.drop(columns=_DECIDING) for part in parts]
     events["ts"] = events["ts"].astype(TS)
     events = _identify(events, lookup, sink)
-    if apply_filters:
-        events = events[matches(events, filters)]
+    if apply_filters and not (keep := matches(events, filters)).all():
+        events = events[keep]
     events = _drop_duplicates(events, sink)
     warn_unreadable(events, sink, what="events")
     events = events.sort_values([*SESSION_KEYS, "ts", "pos"], kind="stable")
+    order = events.index.to_numpy()
+    events = events.reset_index(drop=True)
     events["seq"] = events.groupby(list(SESSION_KEYS), sort=False).cumcount()
     keys = events[
         ["pos", "event_id", *SESSION_KEYS, "invocation_id", "seq", "ts", "author", "partial"]
     ]
-    frames = {"events": conform("events", events.reset_index(drop=True))}
-    del events  # each frame is freed as soon as the next is built: the peak is one frame less
-    for name, order in (("calls", "part_no"), ("responses", "part_no"), ("state_writes", "key")):
-        frames[name] = _attach(children.pop(name), name, keys, order)
+    rest = {col: _gathered([part.pop(col) for part in parts], order) for col in parts[0].columns}
+    del parts
+    frames = {"events": conform("events", pd.concat([events, pd.DataFrame(rest)], axis=1))}
+    del events, rest  # each frame is freed as soon as the next is built
+    for name, by in (("calls", "part_no"), ("responses", "part_no"), ("state_writes", "key")):
+        frames[name] = _attach(children.pop(name), name, keys, by)
     return frames
 
 
@@ -314,6 +323,19 @@ def _blank_rejected(cols: dict[str, list[Any]], keep: Bools) -> dict[str, list[A
 
 
 _KINDS = {col: kind for col, _, kind in (*_TOP, *_ACTIONS)}
+_DECIDING = [
+    "pos",
+    "location",
+    "event_id",
+    *SESSION_KEYS,
+    "invocation_id",
+    "ts",
+    "author",
+    "partial",
+    REASON,
+    "source_format",
+]
+"""The columns of a chunk's events that identity, filters, duplicates and order read."""
 
 
 def _compact(cols: dict[str, list[Any]]) -> dict[str, Any]:
@@ -535,10 +557,24 @@ def _drop_duplicates(events: pd.DataFrame, sink: RejectSink) -> pd.DataFrame:
     return events[~dup]
 
 
-def _attach(parts: list[pd.DataFrame], name: str, keys: pd.DataFrame, order: str) -> pd.DataFrame:
-    """A child frame joined to its surviving events (seq, ts, ...), in deterministic order."""
+def _gathered(pieces: list[pd.Series], order: Ints) -> pd.Series:
+    """``pieces`` concatenated, rows ``order`` of them."""
+    return pd.concat(pieces, ignore_index=True).take(order).reset_index(drop=True)
+
+
+def _attach(parts: list[pd.DataFrame], name: str, keys: pd.DataFrame, by: str) -> pd.DataFrame:
+    """A child frame joined to its surviving events (``keys``, in the events frame's order:
+    seq, ts, ...), ordered by event, then ``by`` within it."""
     frame = pd.concat(parts, ignore_index=True)
     parts.clear()  # the caller's list held the only other reference to each chunk's rows
-    frame = frame.merge(keys, on="pos", how="inner")
-    frame = frame.sort_values([*SESSION_KEYS, "seq", order], kind="stable")
-    return conform(name, frame.reset_index(drop=True))
+    event = pd.Index(keys["pos"]).get_indexer(frame["pos"])  # -1: its event was dropped
+    kept = np.flatnonzero(event >= 0)
+    ranks = pd.DataFrame({"event": event[kept], by: frame[by].to_numpy()[kept]})
+    rows = kept[ranks.sort_values(["event", by], kind="stable").index.to_numpy()]
+    columns = {col: _taken(keys[col], event[rows]) for col in keys.columns.drop("pos")}
+    columns |= {col: _taken(frame[col], rows) for col in frame.columns.drop("pos")}
+    return conform(name, pd.DataFrame(columns))
+
+
+def _taken(series: pd.Series, rows: Ints) -> pd.Series:
+    return series.take(rows).reset_index(drop=True)
