@@ -156,6 +156,22 @@ def test_payloads_keep_their_json_values(tmp_path: Path) -> None:
     assert decoded.iloc[1:].tolist() == values[1:]
 
 
+def test_tuple_payloads_decode_each_text_once_and_share_only_what_cannot_change(
+    tmp_path: Path,
+) -> None:
+    from incidentkit.sources.parquet import _decoded_tuples, _encode
+
+    stacks = [["a", "b"], [], ["a", "b"], None, [1, 2.5]]
+    texts = pd.Series([None if v is None else _encode(v) for v in stacks], dtype="str")
+    shared = _decoded_tuples(texts, where=tmp_path)
+    assert shared.tolist() == [("a", "b"), (), ("a", "b"), (), (1, 2.5)]
+    assert shared.iloc[0] is shared.iloc[2]  # one decoding for equal texts
+    nested = pd.Series([_encode([{"k": 1}]), _encode([{"k": 1}])], dtype="str")
+    own = _decoded_tuples(nested, where=tmp_path)
+    assert own.tolist() == [({"k": 1},), ({"k": 1},)]
+    assert own.iloc[0][0] is not own.iloc[1][0]  # a dict inside is never shared by two rows
+
+
 def test_a_database_incident_snapshots_like_its_source(pg_url: str, tmp_path: Path) -> None:
     pack = simulate("crash_recovery", tmp_path / "pack", into=pg_url)
     environ = {"INCIDENT_DB_URL": pg_url}
