@@ -54,7 +54,7 @@ from incidentkit.sources.adk_parts import (
     state_writes_frame,
     texts,
 )
-from incidentkit.sources.base import RejectSink, bulk_decoding, parse_json_values
+from incidentkit.sources.base import RejectSink, all_distinct, bulk_decoding, parse_json_values
 from incidentkit.sources.tokens import REASON, USAGE_KEYS, event_tokens, warn_unreadable
 from incidentkit.times import NS_LIMIT, OUT_OF_RANGE
 
@@ -547,9 +547,9 @@ def matches(events: pd.DataFrame, filters: Filters) -> pd.Series:
 
 def _drop_duplicates(events: pd.DataFrame, sink: RejectSink) -> pd.DataFrame:
     """Keep the first event of each id; reject later copies, naming where the first was."""
-    dup = events["event_id"].duplicated(keep="first")
-    if not dup.any():
+    if all_distinct(events["event_id"]):  # the common case, without pandas' hash kernels
         return events
+    dup = events["event_id"].duplicated(keep="first")
     first = events.loc[~dup].set_index("event_id")["location"]
     later = events[dup]
     reasons = "duplicate event id " + later["event_id"] + ", first seen at "

@@ -14,6 +14,8 @@ from typing import Any, TextIO
 import msgspec
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from incidentkit import progress
 from incidentkit.errors import SourceError
@@ -400,6 +402,19 @@ def _decode_each(raw: Any, out: Any, reasons: Any) -> None:
             out[i] = None
         else:
             out[i] = value
+
+
+def all_distinct(keys: pd.Series) -> bool:
+    """Whether no key repeats: no two neighbours equal once sorted. 300k run ids in a fresh
+    process: Arrow's sort 0.02 s; its hash kernels (``unique``, ``count_distinct``) and
+    pandas' ``duplicated`` 0.2-0.4 s on their first call, 0.03-0.07 s after."""
+    if keys.dtype == "str" and not keys.isna().any():
+        if len(keys) < 2:
+            return True
+        values = pa.array(keys)
+        ordered = values.take(pc.sort_indices(values))
+        return not pc.any(pc.equal(ordered[1:], ordered[:-1])).as_py()
+    return not keys.duplicated().any()
 
 
 def concat_rejects(parts: Iterable[pd.DataFrame]) -> pd.DataFrame:
