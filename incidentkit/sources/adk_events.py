@@ -187,6 +187,7 @@ def normalise(
         events = events[keep]
     events = _drop_duplicates(events, sink)
     warn_unreadable(events, sink, what="events")
+    events = events.drop(columns=["location", REASON])  # read above, not sorted (nor kept)
     events = events.sort_values([*SESSION_KEYS, "ts", "pos"], kind="stable")
     order = events.index.to_numpy()
     events = events.reset_index(drop=True)
@@ -565,16 +566,18 @@ def _gathered(pieces: list[pd.Series], order: Ints) -> pd.Series:
 def _attach(parts: list[pd.DataFrame], name: str, keys: pd.DataFrame, by: str) -> pd.DataFrame:
     """A child frame joined to its surviving events (``keys``, in the events frame's order:
     seq, ts, ...), ordered by event, then ``by`` within it."""
-    frame = pd.concat(parts, ignore_index=True)
-    parts.clear()  # the caller's list held the only other reference to each chunk's rows
-    event = pd.Index(keys["pos"]).get_indexer(frame["pos"])  # -1: its event was dropped
+    pos = pd.concat([part.pop("pos") for part in parts], ignore_index=True)
+    event = pd.Index(keys["pos"]).get_indexer(pos)  # -1: its event was dropped
     kept = np.flatnonzero(event >= 0)
-    ranks = pd.DataFrame({"event": event[kept], by: frame[by].to_numpy()[kept]})
-    rows = kept[ranks.sort_values(["event", by], kind="stable").index.to_numpy()]
-    columns = {col: _taken(keys[col], event[rows]) for col in keys.columns.drop("pos")}
-    columns |= {col: _taken(frame[col], rows) for col in frame.columns.drop("pos")}
+    within = pd.concat([part[by] for part in parts], ignore_index=True).to_numpy()[kept]
+    rows = kept[
+        pd.DataFrame({"event": event[kept], by: within})
+        .sort_values(["event", by], kind="stable")
+        .index.to_numpy()
+    ]
+    at = event[rows]
+    columns = {col: keys[col].take(at).reset_index(drop=True) for col in keys.columns.drop("pos")}
+    for col in list(parts[0].columns):  # moved one at a time: the chunks' rows are freed as
+        columns[col] = _gathered([part.pop(col) for part in parts], rows)  # they are taken
+    parts.clear()
     return conform(name, pd.DataFrame(columns))
-
-
-def _taken(series: pd.Series, rows: Ints) -> pd.Series:
-    return series.take(rows).reset_index(drop=True)
