@@ -28,6 +28,8 @@ from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from incidentkit.frames import STR, TS, conform, empty, text_array, to_numbers
 from incidentkit.manifest import Filters
@@ -191,6 +193,7 @@ def normalise(
     events = events.sort_values([*SESSION_KEYS, "ts", "pos"], kind="stable")
     order = events.index.to_numpy()
     events = events.reset_index(drop=True)
+    pa.default_memory_pool().release_unused()  # the unsorted copy's memory (see _gathered)
     events["seq"] = events.groupby(list(SESSION_KEYS), sort=False).cumcount()
     keys = events[
         ["pos", "event_id", *SESSION_KEYS, "invocation_id", "seq", "ts", "author", "partial"]
@@ -559,22 +562,28 @@ def _drop_duplicates(events: pd.DataFrame, sink: RejectSink) -> pd.DataFrame:
 
 
 def _gathered(pieces: list[pd.Series], order: Ints) -> pd.Series:
-    """``pieces`` concatenated, rows ``order`` of them."""
-    return pd.concat(pieces, ignore_index=True).take(order).reset_index(drop=True)
+    """``pieces`` concatenated, rows ``order`` of them. The pieces are freed on return, and
+    their memory is handed back to the system at once: Arrow's pool would keep it for reuse
+    it does not make here (a 1M-event file's peak: 971 MB, 1,050 MB kept)."""
+    column = pd.concat(pieces, ignore_index=True).take(order).reset_index(drop=True)
+    pieces.clear()
+    pa.default_memory_pool().release_unused()
+    return column
 
 
 def _attach(parts: list[pd.DataFrame], name: str, keys: pd.DataFrame, by: str) -> pd.DataFrame:
     """A child frame joined to its surviving events (``keys``, in the events frame's order:
     seq, ts, ...), ordered by event, then ``by`` within it."""
-    pos = pd.concat([part.pop("pos") for part in parts], ignore_index=True)
-    event = pd.Index(keys["pos"]).get_indexer(pos)  # -1: its event was dropped
+    pos = pd.concat([part.pop("pos") for part in parts], ignore_index=True).to_numpy()
+    known = keys["pos"].to_numpy()
+    event_at = np.full(max(pos.max(initial=-1), known.max(initial=-1)) + 1, -1, dtype=np.int64)
+    event_at[known] = np.arange(len(known))  # a record's position is its index in the input
+    event = event_at[pos]  # -1: its event was dropped
     kept = np.flatnonzero(event >= 0)
-    within = pd.concat([part[by] for part in parts], ignore_index=True).to_numpy()[kept]
-    rows = kept[
-        pd.DataFrame({"event": event[kept], by: within})
-        .sort_values(["event", by], kind="stable")
-        .index.to_numpy()
-    ]
+    within = pa.array(pd.concat([part[by] for part in parts], ignore_index=True)).take(kept)
+    ranks = pa.table({"event": event[kept], by: within})
+    rows = kept[pc.sort_indices(ranks, [("event", "ascending"), (by, "ascending")]).to_numpy()]
+    del within, ranks
     at = event[rows]
     columns = {col: keys[col].take(at).reset_index(drop=True) for col in keys.columns.drop("pos")}
     for col in list(parts[0].columns):  # moved one at a time: the chunks' rows are freed as
