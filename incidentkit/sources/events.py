@@ -80,8 +80,8 @@ def load(
     batches: Iterable[Batch]
     states: list[pd.DataFrame] = []
     if spec.is_database:
-        batch, stored = _read_database(spec, filters, environ, sink)
-        batches, states = [batch], [stored]
+        read, stored = _read_database(spec, filters, environ, sink)
+        batches, states = _drained(read), [stored]
     else:
         if spec.format in _DATABASE_FORMATS:
             raise SourceError(
@@ -123,9 +123,9 @@ def load(
 
 def _read_database(
     spec: SourceSpec, filters: Filters, environ: Mapping[str, str] | None, sink: RejectSink
-) -> tuple[Batch, pd.DataFrame]:
-    """The filtered events of the database, and the session state it keeps (ADK Python's
-    stores keep one; a table of ADK Java events does not)."""
+) -> tuple[list[Batch], pd.DataFrame]:
+    """The filtered events of the database (in batches), and the session state it keeps
+    (ADK Python's stores keep one; a table of ADK Java events does not)."""
     if spec.format == "adk-session-json":
         raise SourceError(
             f"{WHAT}: format adk-session-json reads files, but the manifest gives a database",
@@ -158,10 +158,17 @@ def _read_database(
                     epoch_seconds=batch.origin is adk_events.PYTHON_SQLITE,
                     what=what,
                 )
-                return batch, stored
+                return [batch], stored
             return _read_java_table(conn, spec, filters), empty("session_state")
     finally:
         engine.dispose()
+
+
+def _drained(batches: list[Batch]) -> Iterator[Batch]:
+    """``batches``, each let go of as it is handed over: the normaliser frees one batch's
+    rows before it draws the next."""
+    while batches:
+        yield batches.pop(0)
 
 
 def _is_python_store(conn: Connection, spec: SourceSpec) -> bool:
@@ -197,8 +204,9 @@ def java_column_names(spec: SourceSpec) -> dict[str, str]:
     return {col: spec.columns.get(col, col) for col in JAVA_COLUMNS}
 
 
-def _read_java_table(conn: Connection, spec: SourceSpec, filters: Filters) -> Batch:
-    """The filtered rows of a table of ADK Java event JSON, in a stable order."""
+def _read_java_table(conn: Connection, spec: SourceSpec, filters: Filters) -> list[Batch]:
+    """The filtered rows of a table of ADK Java event JSON, in a stable order: a batch per
+    chunk of rows, each holding its own memory."""
     table = spec.table or JAVA_TABLE
     names = java_column_names(spec)
     info = sql.require_table(conn, table, list(names.values()), what=WHAT)
@@ -222,9 +230,13 @@ def _read_java_table(conn: Connection, spec: SourceSpec, filters: Filters) -> Ba
         .where(*conditions)
         .order_by(c["app_name"], c["user_id"], c["session_id"], c["ts"], c["event_id"])
     )
-    frame = sql.read_frame(conn, statement, what=WHAT).reindex(columns=list(selected))
-    if frame.empty:
+    frames = sql.read_frames(conn, statement, what=WHAT, rows=adk_events.CHUNK)
+    if all(frame.empty for frame in frames):
         sql.require_rows(conn, info, what=f"{WHAT} {spec.location()}")
+    return [_java_batch(frame.reindex(columns=list(selected)), table) for frame in frames]
+
+
+def _java_batch(frame: pd.DataFrame, table: str) -> Batch:
     meta = frame[["event_id", "app_name", "user_id", "session_id"]].assign(
         location=table + ":" + frame["event_id"].astype(str)
     )

@@ -446,14 +446,23 @@ def read_frame(conn: Connection, statement: sa.Select[Any], *, what: str) -> pd.
     On PostgreSQL every value arrives as text (NULL as NaN), so callers parse JSON and
     timestamps themselves; on other databases values arrive as the driver gives them.
     """
+    return read_frames(conn, statement, what=what, rows=None)[0]
+
+
+def read_frames(
+    conn: Connection, statement: sa.Select[Any], *, what: str, rows: int | None
+) -> list[pd.DataFrame]:
+    """:func:`read_frame` in frames of about ``rows`` rows each (None: one frame). On
+    PostgreSQL each frame holds its own memory, so a reader that drops them as it goes never
+    holds the whole result twice; other databases give one frame."""
     driver_errors: tuple[type[Exception], ...] = (SQLAlchemyError, pd.errors.DatabaseError)
     try:
         if conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg":
             import psycopg
 
             driver_errors = (*driver_errors, psycopg.Error, pa.ArrowException)  # raw cursor, CSV
-            return _copy_frame(conn, statement)
-        return pd.read_sql(statement, conn, dtype=object)
+            return _copy_frames(conn, statement, rows)
+        return [pd.read_sql(statement, conn, dtype=object)]
     except driver_errors as err:
         raise SourceError(
             f"{what}: query failed",
@@ -469,7 +478,9 @@ def first_line(err: BaseException) -> str:
     return scrub_text(lines[0] if lines else type(err).__name__)
 
 
-def _copy_frame(conn: Connection, statement: sa.Select[Any]) -> pd.DataFrame:
+def _copy_frames(
+    conn: Connection, statement: sa.Select[Any], rows: int | None
+) -> list[pd.DataFrame]:
     from psycopg import sql as psql
 
     # SQLAlchemy quotes the identifiers and escapes every % outside its %(name)s binds;
@@ -481,7 +492,7 @@ def _copy_frame(conn: Connection, statement: sa.Select[Any]) -> pd.DataFrame:
     copy_sql = template.format(psql.SQL(compiled.string))
     raw = conn.connection.driver_connection
     with raw.cursor() as cursor, cursor.copy(copy_sql, params) as copy:  # type: ignore[union-attr]
-        return _csv_frame(io.BufferedReader(_CopyStream(copy), 1 << 20))
+        return _csv_frames(io.BufferedReader(_CopyStream(copy), 1 << 20), rows)
 
 
 class _CopyStream(io.RawIOBase):
@@ -507,28 +518,38 @@ class _CopyStream(io.RawIOBase):
         return n
 
 
-def _csv_frame(stream: io.BufferedReader) -> pd.DataFrame:
-    """COPY's CSV as a frame of text columns (300k ledger rows: pyarrow 0.3-0.4 s,
-    ``read_csv`` 1.6 s).
+def _csv_frames(stream: io.BufferedReader, rows: int | None) -> list[pd.DataFrame]:
+    """COPY's CSV as frames of text columns, of about ``rows`` rows each (None: one frame;
+    300k ledger rows: pyarrow 0.3-0.4 s, ``read_csv`` 1.6 s).
 
     Only an unquoted NULL mark is null: a text equal to it comes quoted and stays text; an
     empty field is the empty text.
     """
     header = stream.readline()
     if not header:
-        return pd.DataFrame()
+        return [pd.DataFrame()]
     names = next(csv.reader([header.decode("utf-8")]))
     if not stream.peek(1):
-        return pd.DataFrame({name: pd.Series([], dtype=object) for name in names})
-    table = pa_csv.read_csv(
-        stream,  # the rows after the header, parsed as they arrive
-        read_options=pa_csv.ReadOptions(column_names=names, block_size=1 << 22, use_threads=False),
-        parse_options=pa_csv.ParseOptions(newlines_in_values=True),
-        convert_options=pa_csv.ConvertOptions(
-            column_types=dict.fromkeys(names, pa.string()),
-            null_values=[NULL_MARK],
-            strings_can_be_null=True,
-            quoted_strings_can_be_null=False,
-        ),
+        return [pd.DataFrame({name: pd.Series([], dtype=object) for name in names})]
+    read_options = pa_csv.ReadOptions(column_names=names, block_size=1 << 22, use_threads=False)
+    parse_options = pa_csv.ParseOptions(newlines_in_values=True)
+    convert_options = pa_csv.ConvertOptions(
+        column_types=dict.fromkeys(names, pa.string()),
+        null_values=[NULL_MARK],
+        strings_can_be_null=True,
+        quoted_strings_can_be_null=False,
     )
-    return table.to_pandas()
+    if rows is None:  # the rows after the header, parsed as they arrive
+        table = pa_csv.read_csv(stream, read_options, parse_options, convert_options)
+        return [table.to_pandas()]
+    reader = pa_csv.open_csv(stream, read_options, parse_options, convert_options)
+    frames: list[pd.DataFrame] = []
+    group: list[pa.RecordBatch] = []
+    for batch in reader:
+        group.append(batch)
+        if sum(b.num_rows for b in group) >= rows:
+            frames.append(pa.Table.from_batches(group).to_pandas())
+            group = []
+    if group or not frames:
+        frames.append(pa.Table.from_batches(group, schema=reader.schema).to_pandas())
+    return frames

@@ -495,3 +495,29 @@ def test_a_failing_copy_is_a_source_error_without_a_traceback_of_values(pg_url: 
         engine.dispose()
     assert "\n" not in str(info.value)
     assert type(info.value.__cause__).__module__.startswith("psycopg")
+
+
+@pytest.mark.postgres
+def test_copy_read_in_frames_gives_the_rows_of_one_read_in_order(pg_url: str) -> None:
+    """Rows that span several CSV blocks (4 MiB each) come in frames of about ``rows`` rows,
+    together the same as one frame, NULLs and multi-line texts included."""
+    execute(pg_url, "CREATE TABLE t (id integer, body text)")
+    execute(
+        pg_url,
+        "INSERT INTO t SELECT i, CASE WHEN i % 97 = 0 THEN NULL WHEN i % 89 = 0 "
+        "THEN E'two\\nlines' ELSE repeat('x', 300) END FROM generate_series(1, 40000) i",
+    )
+    engine = sql.open_engine(pg_url, what="test")
+    try:
+        with sql.connect(engine, what="test") as conn:
+            statement = sa.select(sa.column("id"), sa.column("body")).select_from(sa.table("t"))
+            statement = statement.order_by(sa.column("id"))
+            whole = sql.read_frame(conn, statement, what="test")
+            frames = sql.read_frames(conn, statement, what="test", rows=15_000)
+    finally:
+        engine.dispose()
+    assert len(frames) > 1
+    assert all(len(frame) >= 15_000 for frame in frames[:-1])
+    pd.testing.assert_frame_equal(pd.concat(frames, ignore_index=True), whole)
+    assert whole["body"].isna().sum() == 40000 // 97
+    assert (whole["body"] == "two\nlines").any()
