@@ -193,7 +193,6 @@ def normalise(
     events = events.sort_values([*SESSION_KEYS, "ts", "pos"], kind="stable")
     order = events.index.to_numpy()
     events = events.reset_index(drop=True)
-    pa.default_memory_pool().release_unused()  # the unsorted copy's memory (see _gathered)
     events["seq"] = events.groupby(list(SESSION_KEYS), sort=False).cumcount()
     keys = events[
         ["pos", "event_id", *SESSION_KEYS, "invocation_id", "seq", "ts", "author", "partial"]

@@ -247,10 +247,11 @@ def iter_json_line_chunks(
             with bulk_decoding():  # not across the yield: the consumer runs with gc as it was
                 for lineno, text, complete in lines:
                     location = f"{name}:{lineno}"
-                    value: Any = text
-                    if decode or not complete:
+                    value: Any = None
+                    if decode:
                         value = _json_object(text, complete, location, sink)
-                        value = text if value is not None and not decode else value
+                    elif complete or _json_object(text, complete, location, sink) is not None:
+                        value = text  # only a cut-off last line is decoded, to name it
                     if value is not None:
                         records.append(value)
                         locations.append(location)
