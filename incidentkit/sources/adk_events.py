@@ -56,7 +56,13 @@ from incidentkit.sources.adk_parts import (
     state_writes_frame,
     texts,
 )
-from incidentkit.sources.base import RejectSink, all_distinct, bulk_decoding, parse_json_values
+from incidentkit.sources.base import (
+    RejectSink,
+    all_distinct,
+    bulk_decoding,
+    parse_json_values,
+    release_memory,
+)
 from incidentkit.sources.tokens import REASON, USAGE_KEYS, event_tokens, warn_unreadable
 from incidentkit.times import NS_LIMIT, OUT_OF_RANGE
 
@@ -178,6 +184,7 @@ def normalise(
     parts = [chunk.events for chunk in chunks]
     children = {name: [getattr(c, name) for c in chunks] for name in EVENT_FRAMES[1:]}
     del chunks
+    release_memory()  # the chunks' decoded records are gone; only their columns stay
     # Identity, filters, duplicates and order are decided on the few columns they read; the
     # other columns are then gathered in that order one at a time, so the events frame is
     # never held whole twice (a concatenation, then a sorted copy, would hold it three times).
@@ -566,7 +573,7 @@ def _gathered(pieces: list[pd.Series], order: Ints) -> pd.Series:
     it does not make here (a 1M-event file's peak: 971 MB, 1,050 MB kept)."""
     column = pd.concat(pieces, ignore_index=True).take(order).reset_index(drop=True)
     pieces.clear()
-    pa.default_memory_pool().release_unused()
+    release_memory()
     return column
 
 

@@ -5,6 +5,7 @@ folder."""
 from __future__ import annotations
 
 import gc
+import platform
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from incidentkit.sources.base import (
     iter_lines,
     read_json_document,
     read_json_lines,
+    release_memory,
 )
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -54,6 +56,22 @@ def test_bulk_decoding_leaves_a_paused_collector_paused(collector_on: None) -> N
     with bulk_decoding():
         pass
     assert not gc.isenabled()
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4096 / 2**20
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's heap is what is trimmed")
+def test_release_memory_hands_freed_heap_pages_back_to_the_system() -> None:
+    blocks = [bytes(1000) + bytes([i % 256]) for i in range(200_000)]  # ~200 MB from malloc
+    pinned = bytes(1000) + b"last"  # the heap's top stays in use, so free() cannot shrink it
+    del blocks
+    held = _rss_mb()
+    release_memory()
+    assert held - _rss_mb() > 100  # the freed blocks' pages are gone from the process
+    assert pinned.endswith(b"last")
 
 
 def test_read_json_lines_decodes_with_the_collector_paused(
