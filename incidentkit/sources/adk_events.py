@@ -197,10 +197,11 @@ def normalise(
     events = _drop_duplicates(events, sink)
     warn_unreadable(events, sink, what="events")
     events = events.drop(columns=["location", REASON])  # read above, not sorted (nor kept)
-    events = events.sort_values([*SESSION_KEYS, "ts", "pos"], kind="stable")
-    order = events.index.to_numpy()
-    events = events.reset_index(drop=True)
-    events["seq"] = events.groupby(list(SESSION_KEYS), sort=False).cumcount()
+    rows = _session_order(events)
+    order = events.index.to_numpy()[rows]
+    columns = [str(col) for col in events.columns]
+    events = pd.DataFrame({col: _gathered([events.pop(col)], rows) for col in columns})
+    events["seq"] = _seq(events)
     keys = events[
         ["pos", "event_id", *SESSION_KEYS, "invocation_id", "seq", "ts", "author", "partial"]
     ]
@@ -565,6 +566,31 @@ def _drop_duplicates(events: pd.DataFrame, sink: RejectSink) -> pd.DataFrame:
     reasons = "duplicate event id " + later["event_id"] + ", first seen at "
     sink.add_many(later["location"], reasons + later["event_id"].map(first), later["event_id"])
     return events[~dup]
+
+
+def _session_order(events: pd.DataFrame) -> Ints:
+    """The rows of ``events`` (session keys filled) ordered by session, time, then position
+    in the input: Arrow's stable sort of the key columns, read without a copy. pandas'
+    ``sort_values`` would make a sorted copy of the frame beside the original."""
+    by = [*SESSION_KEYS, "ts", "pos"]
+    keys = pa.Table.from_pandas(events[by], preserve_index=False)
+    rows: Ints = pc.sort_indices(keys, [(col, "ascending") for col in by]).to_numpy()
+    return rows
+
+
+def _seq(events: pd.DataFrame) -> Ints:
+    """Each event's number within its session, for ``events`` ordered by session: the row
+    less the row where its session starts (no hash table of the keys)."""
+    n = len(events)
+    starts = np.zeros(n, dtype=bool)
+    starts[:1] = True
+    for col in SESSION_KEYS:
+        values = pa.Table.from_pandas(events[[col]], preserve_index=False).column(0)
+        if n > 1:
+            starts[1:] |= pc.not_equal(values[1:], values[:-1]).to_numpy()
+    rows = np.arange(n, dtype=np.int64)
+    seq: Ints = rows - np.maximum.accumulate(np.where(starts, rows, 0))
+    return seq
 
 
 def _gathered(pieces: list[pd.Series], order: Ints) -> pd.Series:
