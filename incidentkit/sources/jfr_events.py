@@ -77,8 +77,11 @@ def _dict(value: Any, what: str) -> dict[str, Any]:
 
 
 def _int(value: Any, what: str) -> int:
+    """An integer JFR field: a Java ``int`` or ``long``, so it fits the frames' int64."""
     if type(value) is not int:
         raise EventError(f"{what} is not an integer")
+    if not -(2**63) <= value < 2**63:
+        raise EventError(f"{what} is out of range (past a Java long)")
     return value
 
 

@@ -166,6 +166,8 @@ def test_malformed_events_are_rejects_with_their_place(tmp_path: Path) -> None:
         },
         {"type": "jdk.CPULoad", "values": None},  # not read at all: no reject
         "not an event",
+        {"type": "jdk.GCHeapSummary", "values": {**good["values"], "gcId": -(2**64)}},
+        {"type": "jdk.GCHeapSummary", "values": {**good["values"], "heapUsed": 2**63}},
     ]
     incident = open_jfr(write_export(tmp_path / "bad.json", events))
     assert len(incident.jfr_heap) == 1
@@ -175,6 +177,8 @@ def test_malformed_events_are_rejects_with_their_place(tmp_path: Path) -> None:
         "bad.json:event 3": "jdk.ExecutionSample: no sampledThread",
         "bad.json:event 4": "jdk.ThreadPark: no values object",
         "bad.json:event 5": "startTime: not an ISO 8601 timestamp",
+        "bad.json:event 8": "jdk.GCHeapSummary: gcId is out of range (past a Java long)",
+        "bad.json:event 9": "jdk.GCHeapSummary: heapUsed is out of range (past a Java long)",
     }
 
 
