@@ -584,10 +584,10 @@ def _seq(events: pd.DataFrame) -> Ints:
     n = len(events)
     starts = np.zeros(n, dtype=bool)
     starts[:1] = True
-    for col in SESSION_KEYS:
-        values = pa.Table.from_pandas(events[[col]], preserve_index=False).column(0)
-        if n > 1:
-            starts[1:] |= pc.not_equal(values[1:], values[:-1]).to_numpy()
+    if n > 1:
+        for col in SESSION_KEYS:
+            values = pa.array(events[col])
+            starts[1:] |= pc.not_equal(values[1:], values[:-1]).to_numpy(zero_copy_only=False)
     rows = np.arange(n, dtype=np.int64)
     seq: Ints = rows - np.maximum.accumulate(np.where(starts, rows, 0))
     return seq

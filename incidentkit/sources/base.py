@@ -6,11 +6,11 @@ import ctypes
 import gc
 import io
 import json
-from collections.abc import Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import msgspec
 import numpy as np
@@ -134,10 +134,10 @@ def release_memory() -> None:
         _MALLOC_TRIM(0)
 
 
-def _malloc_trim() -> Any:
+def _malloc_trim() -> Callable[[int], int] | None:
     try:
-        return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):  # not glibc (macOS, musl, Windows)
+        return cast(Callable[[int], int], ctypes.CDLL(None).malloc_trim)
+    except (OSError, AttributeError, TypeError):  # not glibc: macOS, musl; Windows (TypeError)
         return None
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
@@ -25,7 +26,7 @@ def test_session_order_and_seq_are_pandas_stable_sort_and_cumcount(
                 for i, key in enumerate(SESSION_KEYS)
             },
             "ts": pd.Series(pd.to_datetime([r[3] for r in rows], unit="s", utc=True), dtype=TS),
-            "pos": pd.Series(range(len(rows)), dtype="int64")[::-1].to_numpy(),  # not the order
+            "pos": np.arange(len(rows), dtype=np.int64)[::-1],  # not the input order
         }
     )
     expected = events.sort_values([*SESSION_KEYS, "ts", "pos"], kind="stable")
