@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
+import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 
@@ -496,9 +498,10 @@ def cast_columns(frame: pd.DataFrame, columns: Mapping[str, str], *, what: str) 
     return pd.DataFrame(out, index=pd.RangeIndex(len(frame)))
 
 
-def text_array(values: Sequence[str | None]) -> Any:
+def text_array(values: Sequence[str | None] | pa.Array[Any] | npt.NDArray[np.object_]) -> Any:
     """``values`` (text or None) as a ``str`` column, converted by Arrow in one pass: three
-    times faster than pandas' own value-by-value check of a list (50k values: 1.6 ms, 5 ms)."""
+    times faster than pandas' own value-by-value check of a list (50k values: 1.6 ms, 5 ms).
+    An Arrow array of text is taken as it is."""
     return pd.array(cast(Any, pa.array(values, type=pa.large_string())), dtype=STR)
 
 

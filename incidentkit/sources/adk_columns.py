@@ -111,10 +111,13 @@ class Reasons:
         return found
 
 
-def check(values: list[Any], kind: str, name: str, reasons: Reasons) -> None:
-    """Flag values that break ``kind``: "required" text, optional "text", or "bool"."""
+def check(values: list[Any], kind: str, name: str, reasons: Reasons, *, types: bool = True) -> None:
+    """Flag values that break ``kind``: "required" text, optional "text", or "bool"
+    (``types=False``: their types are known to be right, only a missing one is flagged)."""
     if kind == "required" and (None in values or "" in values):
         reasons.flag(mask(values, lambda v: v is None or v == ""), f"{name} is missing")
+    if not types:
+        return
     expected = (bool, NONE) if kind == "bool" else (str, NONE)
     word = "true/false" if kind == "bool" else "text"
     reasons.flag(not_of(values, expected), lambda i: f"{name} is not {word}: {values[i]!r}")

@@ -49,9 +49,11 @@ from incidentkit.sources.adk_columns import (
     pluck,
 )
 from incidentkit.sources.adk_parts import (
+    Parts,
     calls_frame,
     check_calls,
     check_part_shapes,
+    function_parts,
     responses_frame,
     state_writes_frame,
     texts,
@@ -259,47 +261,95 @@ def _read_chunk(
 ) -> _Chunk:
     """Check and flatten records ``start:stop`` of ``batch``; rejects go to ``sink``.
 
-    A chunk of well-formed JSON text decodes by types (:mod:`.adk_typed`); any other goes the
-    general way, through dicts. Both give the same columns to the same checks, in one order,
-    so a record's first reason is the same either way.
+    JSON text decodes by types (:mod:`.adk_typed`); what does not (other values, and records
+    that break a type) goes the general way, through dicts. Both give the same columns to the
+    same checks, in one order, so a record's first reason is the same either way.
     """
     raw = batch.values.iloc[start:stop]
     meta = batch.meta.iloc[start:stop].reset_index(drop=True)
+    pos = first_pos + start + np.arange(len(raw), dtype=np.int64)
+    rejects: list[_Rejected] = []
+    typed = adk_typed.decode(raw.tolist()) if TYPED else None
+    if typed is None:
+        chunk = _read(None, raw, meta, pos, batch.origin, identity, rejects)
+    else:
+        chunk = _read(typed, raw, meta, pos, batch.origin, identity, rejects)
+        rows = typed.undecodable
+        if len(rows):  # read the general way, and placed back among the others by position
+            rest = _read(
+                None,
+                raw.iloc[rows],
+                meta.iloc[rows].reset_index(drop=True),
+                pos[rows],
+                batch.origin,
+                identity,
+                rejects,
+            )
+            chunk = _merged(chunk, rest)
+            rejects.sort(key=lambda rejected: rejected[0])
+    for _, location, reason, text in rejects:
+        sink.add(location, reason, text)
+    return chunk
+
+
+_Rejected = tuple[int, str, str, str]
+"""A rejected record: its position, location, reason and text."""
+_RETRY = "read the general way"
+"""The reason a typed chunk gives the records it could not decode: not rejects of its own."""
+_CALLS = ("functionCall", "function_call")
+_RESPONSES = ("functionResponse", "function_response")
+
+
+def _read(
+    typed: adk_typed.Typed | None,
+    raw: pd.Series,
+    meta: pd.DataFrame,
+    pos: Ints,
+    origin: Origin,
+    identity: Mapping[str, str],
+    rejects: list[_Rejected],
+) -> _Chunk:
+    """The frames of records ``raw``, decoded by types (``typed``) or the general way (None);
+    the rejected ones are added to ``rejects``."""
     n = len(raw)
     reasons = Reasons(n)
-    typed = adk_typed.decode(raw.tolist()) if TYPED else None
-    view = typed if typed is not None else _General(raw, reasons)
-    cols = _fields(view, meta, reasons, identity, batch.origin)
+    view: _General | adk_typed.Typed
+    if typed is None:
+        view = _General(raw, reasons)
+    else:
+        view = typed
+        reasons.array[typed.undecodable] = _RETRY
+    cols = _fields(view, meta, reasons, identity, origin)
     fallback = meta["ts"] if "ts" in meta.columns else None
     why = _meta_list(meta, "ts_reason")
-    times = _times(view.events.get(("timestamp",)), batch.origin, fallback, why, reasons)
+    times = _times(view.events.get(("timestamp",)), origin, fallback, why, reasons)
+    owner = view.owner
     if isinstance(view, _General):
         view.check_content(reasons)
-    owner, part_no = view.owner, view.part_no
-    calls = view.calls(("functionCall", "function_call"))
-    responses = view.calls(("functionResponse", "function_response"))
-    if isinstance(view, _General):
-        check_part_shapes(view.parts, calls, responses, owner, part_no, reasons)
-    check_calls(calls, responses, owner, part_no, reasons)
+        calls, responses = view.check_parts(reasons)
+    else:
+        calls, responses = view.function_parts(_CALLS), view.function_parts(_RESPONSES)
+    check_calls(calls, responses, reasons)
     long_running = view.events.get(("longRunningToolIds", "long_running_tool_ids"))
-    lr_ok = mask(
-        long_running, lambda v: v is None or (type(v) is list and set(map(type, v)) <= {str})
-    )
-    reasons.flag(~lr_ok, "longRunningToolIds is not a list of ids")
-    lr_ids = [
-        tuple(sorted(v)) if ok and v else () for v, ok in zip(long_running, lr_ok, strict=True)
-    ]
+    if long_running.count(None) == n:  # most records pause on nothing
+        lr_ids: list[tuple[str, ...]] = [()] * n
+    else:
+        lr_ok = mask(
+            long_running, lambda v: v is None or (type(v) is list and set(map(type, v)) <= {str})
+        )
+        reasons.flag(~lr_ok, "longRunningToolIds is not a list of ids")
+        lr_ids = [
+            tuple(sorted(v)) if ok and v else () for v, ok in zip(long_running, lr_ok, strict=True)
+        ]
     deltas = view.actions.get(("stateDelta", "state_delta"))
     reasons.flag(not_of(deltas, (dict, type(None))), "actions.stateDelta is not an object")
     tokens = event_tokens(view.events.get(USAGE_KEYS))  # unreadable counts warn, never reject
 
     keep = ~reasons.bad
-    _reject(reasons, raw, view, meta, sink)
-    is_call, is_response = mask(calls, NOT_NONE), mask(responses, NOT_NONE)
+    _reject(reasons, raw, view, meta, pos, rejects)
     code_results = view.parts.get(("codeExecutionResult", "code_execution_result"))
-    final = _final_response(cols, lr_ids, code_results, owner, is_call, is_response, batch.origin)
+    final = _final_response(cols, lr_ids, code_results, owner, calls, responses, origin)
     part_texts = view.parts.get(("text",))
-    pos = first_pos + start + np.arange(n, dtype=np.int64)
     events = pd.DataFrame(
         {
             "pos": pos,
@@ -311,14 +361,26 @@ def _read_chunk(
             **tokens.columns,
             REASON: tokens.reasons,
             "text": text_array(texts(part_texts, view.parts.get(("thought",)), owner, n)),
-            "source_format": batch.origin.source_format,
+            "source_format": origin.source_format,
         }
     )
+    every = bool(keep.all())
     return _Chunk(
-        events=events[keep],
-        calls=calls_frame(calls, is_call & keep[owner], owner, part_no, pos, lr_ids),
-        responses=responses_frame(responses, is_response & keep[owner], owner, part_no, pos),
+        events=events if every else events[keep],
+        calls=calls_frame(calls, None if every else keep[calls.owner], pos, lr_ids),
+        responses=responses_frame(responses, None if every else keep[responses.owner], pos),
         state_writes=state_writes_frame(deltas, pos, keep),
+    )
+
+
+def _merged(first: _Chunk, second: _Chunk) -> _Chunk:
+    """Two chunks' frames as one, events in input order (children are ordered later)."""
+    events = pd.concat([first.events, second.events], ignore_index=True)
+    return _Chunk(
+        events=events.sort_values("pos", kind="stable", ignore_index=True),
+        calls=pd.concat([first.calls, second.calls], ignore_index=True),
+        responses=pd.concat([first.responses, second.responses], ignore_index=True),
+        state_writes=pd.concat([first.state_writes, second.state_writes], ignore_index=True),
     )
 
 
@@ -354,16 +416,22 @@ def _compact(cols: dict[str, list[Any]]) -> dict[str, Any]:
     strings. Every chunk's columns are then as small as the final frame's until they are
     concatenated (a list of None costs 8 bytes a row, a flag 1)."""
     return {
-        col: mask(values, IS_TRUE) if _KINDS.get(col) == "bool" else text_array(values)
+        col: _flags(values) if _KINDS.get(col) == "bool" else text_array(values)
         for col, values in cols.items()
     }
+
+
+def _flags(values: list[Any]) -> Bools:
+    """Checked flags (true, false or None) as booleans, None false."""
+    flags: Bools = pa.array(values, type=pa.bool_()).fill_null(False).to_numpy(zero_copy_only=False)
+    return flags
 
 
 class _General:
     """A chunk decoded into dicts, whatever the records hold; their shapes are checked here.
 
     It offers what :class:`.adk_typed.Typed` does: ``events``, ``actions`` and ``parts``
-    with a ``get`` over keys, the parts' ``owner`` and ``part_no``, and ``calls``.
+    with a ``get`` over keys, and the parts' ``owner`` and ``part_no``.
     """
 
     def __init__(self, raw: pd.Series, reasons: Reasons) -> None:
@@ -392,8 +460,14 @@ class _General:
         reasons.flag(not_of(self.contents, (dict, type(None))), "content is not an object")
         reasons.flag(not_of(self.raw_parts, (list, type(None))), "content.parts is not a list")
 
-    def calls(self, keys: tuple[str, ...]) -> list[Any]:
-        return self.parts.get(keys)
+    def check_parts(self, reasons: Reasons) -> tuple[Parts, Parts]:
+        """The function calls and responses among the parts, their shapes checked."""
+        calls, responses = self.parts.get(_CALLS), self.parts.get(_RESPONSES)
+        check_part_shapes(self.parts, calls, responses, self.owner, self.part_no, reasons)
+        return (
+            function_parts(calls, self.owner, self.part_no, "args"),
+            function_parts(responses, self.owner, self.part_no, "response"),
+        )
 
 
 def _final_response(
@@ -401,14 +475,14 @@ def _final_response(
     lr_ids: list[tuple[str, ...]],
     code_results: list[Any],
     owner: Ints,
-    is_call: Bools,
-    is_response: Bools,
+    calls: Parts,
+    responses: Parts,
     origin: Origin,
 ) -> Bools:
     """ADK's ``finalResponse()`` / ``is_final_response()`` of each record."""
     n = len(lr_ids)
-    has_call = np.bincount(owner[is_call], minlength=n) > 0
-    has_response = np.bincount(owner[is_response], minlength=n) > 0
+    has_call = np.bincount(calls.owner, minlength=n) > 0
+    has_response = np.bincount(responses.owner, minlength=n) > 0
     last_part = np.append(owner[1:] != owner[:-1], True) if len(owner) else np.zeros(0, bool)
     code_result = mask(code_results, NOT_NONE)
     trailing = np.zeros(n, dtype=bool)
@@ -436,11 +510,16 @@ def _fields(
     Session keys come from ``meta`` (the source row), else the event, else ``identity``;
     missing ones stay None for :func:`_identify`.
     """
+    typed = isinstance(view, adk_typed.Typed)  # its own values have their types already
+
+    def types(col: str) -> bool:  # whether values need their types checked
+        return not typed or (col in meta.columns and meta[col].dtype != STR)
+
     cols: dict[str, list[Any]] = {}
     for col, keys, kind in _TOP:
         cols[col] = fill(view.events.get(keys), _meta_list(meta, col))
         lossy = col == "invocation_id" and not origin.invocations
-        check(cols[col], "text" if lossy else kind, keys[0], reasons)
+        check(cols[col], "text" if lossy else kind, keys[0], reasons, types=types(col))
     for col, keys in _SESSION_JSON_KEYS.items():
         own = view.events.get(keys)
         given = _meta_list(meta, col)
@@ -449,21 +528,22 @@ def _fields(
             values = [None if v == "" else v for v in values]
         if col in identity:
             values = fill(values, [identity[col]] * len(values))
-        check(values, "text", keys[0], reasons)
+        check(values, "text", keys[0], reasons, types=types(col))
         cols[col] = values
     if isinstance(view, _General):
         view.check_actions(reasons)
     for col, keys, kind in _ACTIONS:
         cols[col] = view.actions.get(keys)
-        check(cols[col], kind, f"actions.{keys[0]}", reasons)
+        check(cols[col], kind, f"actions.{keys[0]}", reasons, types=not typed)
     return cols
 
 
 def _meta_list(meta: pd.DataFrame, column: str) -> list[Any] | None:
     if column not in meta.columns:
         return None
-    series = meta[column]
-    return list(series.astype(object).where(series.notna(), None))
+    series: Any = meta[column]  # pandas-stubs do not allow None as na_value
+    values: list[Any] = series.to_numpy(dtype=object, na_value=None).tolist()
+    return values
 
 
 def _times(
@@ -528,18 +608,22 @@ def _reject(
     raw: pd.Series,
     view: _General | adk_typed.Typed,
     meta: pd.DataFrame,
-    sink: RejectSink,
+    pos: Ints,
+    rejects: list[_Rejected],
 ) -> None:
-    """Each rejected record with its text, or its dict as JSON (only the general path is
-    handed dicts: a typed chunk is all text)."""
+    """Add each rejected record to ``rejects`` with its text, or its dict as JSON (only the
+    general path is handed dicts: a typed chunk is all text)."""
     raws = raw.to_numpy(dtype=object)
     locations = meta["location"].to_numpy()
     for i in np.flatnonzero(reasons.bad):
+        reason = str(reasons.array[i])
+        if reason is _RETRY:  # the general path reads it
+            continue
         if isinstance(raws[i], str):
             text = raws[i]
         else:
             text = json.dumps(cast(_General, view).recs[i], default=str)
-        sink.add(str(locations[i]), str(reasons.array[i]), text)
+        rejects.append((int(pos[i]), str(locations[i]), reason, text))
 
 
 def matches(events: pd.DataFrame, filters: Filters) -> pd.Series:

@@ -8,11 +8,11 @@ those types in C as it decodes, and each field the frames ask for comes out as a
 one ``map`` of an attribute getter.
 
 A record this cannot decode (malformed JSON, NaN, a number past float's range, a lone
-surrogate, a field of the wrong type, an event that is not an object, ...) sends its whole
-chunk to the general path, which names the reason. Rules types cannot state (a missing id, an
-implausible timestamp) are checked on the columns by the same functions either way, so the
-frames and rejects are the same on both paths (tests/property/test_typed_events.py). Keys the
-kit does not read are skipped, as the general path ignores them; payloads (``args``,
+surrogate, a field of the wrong type, an event that is not an object, ...) goes to the general
+path, which names the reason; the rest of its chunk is read here. Rules types cannot state (a
+missing id, an implausible timestamp) are checked on the columns by the same functions either
+way, so the frames and rejects are the same on both paths (tests/property/test_typed_events.py).
+Keys the kit does not read are skipped, as the general path ignores them; payloads (``args``,
 ``response``, ``stateDelta``, usage metadata) decode to the same builtins as there. The
 Structs are kept out of the cyclic GC (``gc=False``): decoded JSON makes no cycles, and an
 untracked Struct is cheaper to make and to free.
@@ -25,21 +25,22 @@ from operator import attrgetter
 from typing import Any
 
 import msgspec
-from msgspec.structs import asdict
+import numpy as np
 
-from incidentkit.sources.adk_columns import explode, fill
+from incidentkit.sources.adk_columns import NOT_NONE, Ints, explode, fill, mask
+from incidentkit.sources.adk_parts import Parts
 
 
 class _Call(msgspec.Struct, gc=False):
     id: str | None = None
     name: str | None = None
-    args: dict[str, Any] | None = None
+    payload: dict[str, Any] | None = msgspec.field(default=None, name="args")
 
 
 class _Response(msgspec.Struct, gc=False):
     id: str | None = None
     name: str | None = None
-    response: dict[str, Any] | None = None
+    payload: dict[str, Any] | None = msgspec.field(default=None, name="response")
 
 
 class _Part(msgspec.Struct, gc=False):
@@ -98,7 +99,7 @@ class _Event(msgspec.Struct, gc=False):
 
 
 _DECODER = msgspec.json.Decoder(_Event)
-_NO_ACTIONS, _NO_CONTENT = _Actions(), _Content()
+_NO_ACTIONS, _NO_CONTENT, _UNDECODED = _Actions(), _Content(), _Event()
 
 
 class Columns:
@@ -126,9 +127,14 @@ class Columns:
 
 
 class Typed:
-    """A chunk decoded by types: its events' columns, their actions' and their parts'."""
+    """A chunk decoded by types: its events' columns, their actions' and their parts'.
 
-    def __init__(self, events: list[_Event]) -> None:
+    ``undecodable`` lists the records that could not be decoded so (they stand in as events
+    with no field); the general path reads those.
+    """
+
+    def __init__(self, events: list[_Event], undecodable: Ints) -> None:
+        self.undecodable = undecodable
         self.events = Columns(events)
         actions = [a if a is not None else _NO_ACTIONS for a in self.events.column("actions")]
         self.actions = Columns(actions)
@@ -136,17 +142,34 @@ class Typed:
         self.owner, self.part_no, parts = explode([c.parts for c in contents])
         self.parts = Columns(parts)
 
-    def calls(self, keys: tuple[str, ...]) -> list[dict[str, Any] | None]:
-        """The parts' function calls (or responses) under ``keys``, as the dicts the row
-        builders read (None where a part has none)."""
-        return [None if s is None else asdict(s) for s in self.parts.get(keys)]
+    def function_parts(self, keys: tuple[str, ...]) -> Parts:
+        """The parts' function calls (or responses) under ``keys``, as columns."""
+        found = self.parts.get(keys)
+        at = np.flatnonzero(mask(found, NOT_NONE))
+        calls = Columns([found[i] for i in at])
+        return Parts(
+            self.owner[at],
+            self.part_no[at],
+            calls.column("id"),
+            calls.column("name"),
+            calls.column("payload"),
+        )
 
 
 def decode(raw: Sequence[Any]) -> Typed | None:
-    """``raw`` (JSON text) decoded by types, or None when any record needs the general path."""
+    """``raw`` (JSON text) decoded by types, or None when it is not all text. A record that
+    does not decode so is left to the general path (:attr:`Typed.undecodable`)."""
     if not raw or set(map(type, raw)) != {str}:
         return None
     try:
-        return Typed(list(map(_DECODER.decode, raw)))
+        return Typed(list(map(_DECODER.decode, raw)), np.zeros(0, dtype=np.int64))
     except (msgspec.DecodeError, RecursionError):  # ValidationError is a DecodeError
-        return None
+        pass
+    events, undecodable = [], []
+    for i, text in enumerate(raw):  # the chunk holds a record for the general path: find it
+        try:
+            events.append(_DECODER.decode(text))
+        except (msgspec.DecodeError, RecursionError):
+            events.append(_UNDECODED)
+            undecodable.append(i)
+    return Typed(events, np.array(undecodable, dtype=np.int64))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 import pytest
@@ -209,12 +209,15 @@ def test_wild_events_read_the_same_typed(
     _same(_texts(drawn, over_base), origin, with_meta)
 
 
-def test_well_formed_chunks_decode_typed() -> None:
-    """The typed path is taken for well-formed text (else the tests above compare nothing)."""
+def test_well_formed_records_decode_typed_and_only_the_others_go_the_general_way() -> None:
+    """The typed path reads well-formed text (else the tests above compare nothing); a record
+    it cannot decode is left to the general path, not the records around it."""
     lines = _texts([{"content": {"parts": [{"functionCall": {"name": "t", "args": {}}}]}}], True)
-    assert adk_events.adk_typed.decode(lines) is not None
-    assert adk_events.adk_typed.decode([*lines, "[1]"]) is None
-    assert adk_events.adk_typed.decode([*lines, '{"timestamp": NaN}']) is None
+    decode = adk_events.adk_typed.decode
+    assert list(cast(Any, decode(lines)).undecodable) == []
+    assert list(cast(Any, decode([*lines, "[1]", *lines])).undecodable) == [1]
+    assert list(cast(Any, decode([*lines, '{"timestamp": NaN}'])).undecodable) == [1]
+    assert decode([*lines, {"id": "e"}]) is None  # not text: the chunk goes the general way
 
 
 @pytest.mark.parametrize(
