@@ -4,11 +4,13 @@ is slow, never in quiet runs (``--quiet``, notebook kernels of ``incidentkit run
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
-from incidentkit import progress
+from incidentkit import progress, store
 from incidentkit.cli import main
 from incidentkit.evidence import open_evidence
 
@@ -92,3 +94,34 @@ def test_advance_outside_a_load_draws_nothing(stderr: Stderr) -> None:
     shown = stderr.getvalue()
     assert "ledger: 3.00 records" in shown  # the 10s before and after counted nowhere
     assert "13.0" not in shown and "23.0" not in shown
+
+
+@pytest.mark.postgres
+def test_a_database_load_shows_its_rows(pg_url: str, tmp_path: Path, stderr: Stderr) -> None:
+    """Rows of a PostgreSQL table count as they stream in (the reader thread's frames are
+    counted in the loading thread, where the bar is)."""
+    engine = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
+    store.create_tables(engine, store.kit_metadata)
+    rows = [
+        {
+            "event_id": f"ev-{i}",
+            "app_name": "app",
+            "user_id": "u",
+            "session_id": "s",
+            "invocation_id": f"e-{i // 4}",
+            "ts": datetime.fromtimestamp(1_750_000_000 + i, UTC),
+            "event": {
+                "id": f"ev-{i}",
+                "invocationId": f"e-{i // 4}",
+                "author": "user",
+                "timestamp": (1_750_000_000 + i) * 1000,
+            },
+        }
+        for i in range(EVENTS)
+    ]
+    store.insert_rows(engine, store.adk_event, rows)
+    engine.dispose()
+    (tmp_path / "evidence.toml").write_text('[events]\nurl = "env:IK_PROGRESS_DB"\n')
+    evidence = open_evidence(tmp_path, environ={"IK_PROGRESS_DB": pg_url})
+    assert len(evidence.events) == EVENTS
+    assert f"events: {EVENTS / 1000:.1f}k records" in stderr.getvalue()

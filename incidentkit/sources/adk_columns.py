@@ -140,4 +140,6 @@ def fill(values: list[Any], fallback: list[Any] | None) -> list[Any]:
         return values
     if values.count(None) == len(values):  # a key no record has: the fallback whole
         return fallback
+    if fallback.count(None) == len(fallback):  # nothing to take from it
+        return values
     return [v if v is not None else f for v, f in zip(values, fallback, strict=True)]

@@ -526,9 +526,12 @@ def _fields(
         lossy = col == "invocation_id" and not origin.invocations
         check(cols[col], "text" if lossy else kind, keys[0], reasons, types=types(col))
     for col, keys in _SESSION_JSON_KEYS.items():
-        own = view.events.get(keys)
         given = _meta_list(meta, col)
-        values = own if given is None else fill(given, own)
+        if given is not None and None not in given and "" not in given:
+            values = given  # the source row names every record's session: the event's key unread
+        else:
+            own = view.events.get(keys)
+            values = own if given is None else fill(given, own)
         if "" in values:
             values = [None if v == "" else v for v in values]
         if col in identity:

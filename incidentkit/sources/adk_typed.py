@@ -136,10 +136,9 @@ class Typed:
     def __init__(self, events: list[_Event], undecodable: Ints) -> None:
         self.undecodable = undecodable
         self.events = Columns(events)
-        actions = [a if a is not None else _NO_ACTIONS for a in self.events.column("actions")]
-        self.actions = Columns(actions)
-        contents = [c if c is not None else _NO_CONTENT for c in self.events.column("content")]
-        self.owner, self.part_no, parts = explode([c.parts for c in contents])
+        self.actions = Columns(_present(self.events.column("actions"), _NO_ACTIONS))
+        contents = _present(self.events.column("content"), _NO_CONTENT)
+        self.owner, self.part_no, parts = explode(list(map(_PARTS, contents)))
         self.parts = Columns(parts)
 
     def function_parts(self, keys: tuple[str, ...]) -> Parts:
@@ -154,6 +153,16 @@ class Typed:
             calls.column("name"),
             calls.column("payload"),
         )
+
+
+_PARTS = attrgetter("parts")
+
+
+def _present(values: list[Any], empty: msgspec.Struct) -> list[Any]:
+    """``values`` with ``empty`` for each None."""
+    if None not in values:
+        return values
+    return [empty if value is None else value for value in values]
 
 
 def decode(raw: Sequence[Any]) -> Typed | None:

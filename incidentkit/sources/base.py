@@ -200,7 +200,7 @@ _FIRST_BLOCK = 1 << 16  # a peek at the first line reads no more than this
 _BLOCK = 8 << 20
 
 
-def iter_line_blocks(path: Path, *, what: str) -> Generator[Lines]:
+def iter_line_blocks(path: Path, *, what: str, counted: bool = True) -> Generator[Lines]:
     """The lines of a UTF-8 text file, a block of the file at a time (decoded and split in
     bulk: 200k event lines 0.1 s, line by line 0.25 s).
 
@@ -208,7 +208,9 @@ def iter_line_blocks(path: Path, *, what: str) -> Generator[Lines]:
     rejected (in :attr:`Lines.rejected`) and the rest of the file is read; memory stays bounded
     by the limit. A file with a NUL byte in its first KiB is not text: a SourceError. Line ends
     are ``\n``, with any ``\r`` before them dropped; a BOM opening the file is dropped.
+    Lines read count towards the source's progress bar unless not ``counted`` (a peek).
     """
+    advance = progress.advance if counted else _uncounted
     with _open_binary(path, what=what) as handle:
         if b"\0" in handle.peek(_BINARY_PROBE)[:_BINARY_PROBE]:
             raise SourceError(
@@ -234,16 +236,20 @@ def iter_line_blocks(path: Path, *, what: str) -> Generator[Lines]:
             if end:
                 lines, count = _lines(data[: end - 1], read, ended=True)
                 read += count
-                progress.advance(count)
+                advance(count)
                 yield lines
             if len(carry) > MAX_LINE_BYTES:
                 read += 1
-                progress.advance(1)
+                advance(1)
                 yield Lines([], [], True, [(read, _too_long(), carry)])
                 carry, skipping = b"", True
         if carry:
-            progress.advance(1)
+            advance(1)
             yield _lines(carry, read, ended=False)[0]
+
+
+def _uncounted(records: int) -> None:
+    """Count nothing (a peek at a file's first lines)."""
 
 
 def _too_long() -> str:
@@ -296,12 +302,12 @@ def _non_blank(
 
 
 def iter_lines(
-    path: Path, *, what: str, sink: RejectSink | None = None
+    path: Path, *, what: str, sink: RejectSink | None = None, counted: bool = True
 ) -> Generator[tuple[int, str, bool]]:
     """Yield ``(line number, text, ends_with_newline)`` of a UTF-8 text file, skipping blanks
     and rejecting into ``sink`` (when given) the lines :func:`iter_line_blocks` cannot read, in
     line order among the others."""
-    for lines in iter_line_blocks(path, what=what):
+    for lines in iter_line_blocks(path, what=what, counted=counted):
         rejected = iter(lines.rejected)
         pending = next(rejected, None)
         last = len(lines.texts) - 1

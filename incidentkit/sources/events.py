@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import ExitStack
 from itertools import chain, islice
 from pathlib import Path
 from typing import Any
@@ -77,36 +78,21 @@ def load(
     ``lookup`` gives ledger rows to name the session of events that carry none.
     """
     sink = RejectSink(WHAT)
-    batches: Iterable[Batch]
     states: list[pd.DataFrame] = []
-    if spec.is_database:
-        read, stored = _read_database(spec, filters, environ, sink)
-        batches, states = _drained(read), [stored]
-    else:
-        if spec.format in _DATABASE_FORMATS:
-            raise SourceError(
-                f"{WHAT}: format {spec.format} reads a database, but the manifest gives files",
-                value=spec.location(),
-                fix='give url = "env:NAME" (or a .db/.sqlite path), or drop the format',
-            )
-        paths = expand_paths(spec.paths, what=WHAT)
-        export = export_format(spec)
-        if export == vertex.FORMAT:
-            batches = _read_vertex(paths, spec, sink, states)
-        elif export == firestore.FORMAT:
-            batches = [_read_firestore(paths, sink, states)]
+    with ExitStack() as stack:  # a database stays open while its rows are normalised
+        batches: Iterable[Batch]
+        if spec.is_database:
+            batches = _read_database(spec, filters, environ, sink, states, stack)
         else:
-            batches = chain.from_iterable(
-                _read_file(path, spec.format, sink, spec.event_column, states) for path in paths
-            )
-    frames = normalise(
-        batches,
-        filters,
-        sink,
-        apply_filters=not spec.is_database,
-        identity=spec.identity,
-        lookup=lookup,
-    )
+            batches = _read_files(spec, sink, states)
+        frames = normalise(
+            batches,
+            filters,
+            sink,
+            apply_filters=not spec.is_database,
+            identity=spec.identity,
+            lookup=lookup,
+        )
     kept = [part for part in states if not part.empty]
     if not kept:
         frames["session_state"] = empty("session_state")
@@ -121,11 +107,37 @@ def load(
 # -- databases ---------------------------------------------------------------------------------
 
 
+def _read_files(spec: SourceSpec, sink: RejectSink, states: list[pd.DataFrame]) -> Iterable[Batch]:
+    """The batches of the section's files, read as the normaliser draws them."""
+    if spec.format in _DATABASE_FORMATS:
+        raise SourceError(
+            f"{WHAT}: format {spec.format} reads a database, but the manifest gives files",
+            value=spec.location(),
+            fix='give url = "env:NAME" (or a .db/.sqlite path), or drop the format',
+        )
+    paths = expand_paths(spec.paths, what=WHAT)
+    export = export_format(spec)
+    if export == vertex.FORMAT:
+        return _read_vertex(paths, spec, sink, states)
+    if export == firestore.FORMAT:
+        return [_read_firestore(paths, sink, states)]
+    return chain.from_iterable(
+        _read_file(path, spec.format, sink, spec.event_column, states) for path in paths
+    )
+
+
 def _read_database(
-    spec: SourceSpec, filters: Filters, environ: Mapping[str, str] | None, sink: RejectSink
-) -> tuple[list[Batch], pd.DataFrame]:
-    """The filtered events of the database (in batches), and the session state it keeps
-    (ADK Python's stores keep one; a table of ADK Java events does not)."""
+    spec: SourceSpec,
+    filters: Filters,
+    environ: Mapping[str, str] | None,
+    sink: RejectSink,
+    states: list[pd.DataFrame],
+    stack: ExitStack,
+) -> Iterator[Batch]:
+    """The filtered events of the database, in batches drawn as the normaliser asks (the
+    connection, entered on ``stack``, stays open until they are drawn); the session state
+    the store keeps goes to ``states`` first (ADK Python's stores keep one; a table of ADK
+    Java events does not)."""
     if spec.format == "adk-session-json":
         raise SourceError(
             f"{WHAT}: format adk-session-json reads files, but the manifest gives a database",
@@ -147,28 +159,21 @@ def _read_database(
         )
     what = f"{WHAT} {spec.location()}"  # every message names the store
     engine = sql.open_source(spec, environ, what=what)
-    try:
-        with sql.connect(engine, what=what) as conn:
-            if _is_python_store(conn, spec):
-                batch = adk_python.read(conn, filters, what=what)
-                stored = session_state.read_python_store(
-                    conn,
-                    filters,
-                    sink,
-                    epoch_seconds=batch.origin is adk_events.PYTHON_SQLITE,
-                    what=what,
-                )
-                return [batch], stored
-            return _read_java_table(conn, spec, filters), empty("session_state")
-    finally:
-        engine.dispose()
-
-
-def _drained(batches: list[Batch]) -> Iterator[Batch]:
-    """``batches``, each let go of as it is handed over: the normaliser frees one batch's
-    rows before it draws the next."""
-    while batches:
-        yield batches.pop(0)
+    stack.callback(engine.dispose)
+    conn = stack.enter_context(sql.connect(engine, what=what))
+    if _is_python_store(conn, spec):
+        batch = adk_python.read(conn, filters, what=what)
+        states.append(
+            session_state.read_python_store(
+                conn,
+                filters,
+                sink,
+                epoch_seconds=batch.origin is adk_events.PYTHON_SQLITE,
+                what=what,
+            )
+        )
+        return iter([batch])
+    return _read_java_table(conn, spec, filters)
 
 
 def _is_python_store(conn: Connection, spec: SourceSpec) -> bool:
@@ -204,9 +209,9 @@ def java_column_names(spec: SourceSpec) -> dict[str, str]:
     return {col: spec.columns.get(col, col) for col in JAVA_COLUMNS}
 
 
-def _read_java_table(conn: Connection, spec: SourceSpec, filters: Filters) -> list[Batch]:
+def _read_java_table(conn: Connection, spec: SourceSpec, filters: Filters) -> Iterator[Batch]:
     """The filtered rows of a table of ADK Java event JSON, in a stable order: a batch per
-    chunk of rows, each holding its own memory."""
+    chunk of rows, each holding its own memory, read as the normaliser draws them."""
     table = spec.table or JAVA_TABLE
     names = java_column_names(spec)
     info = sql.require_table(conn, table, list(names.values()), what=WHAT)
@@ -230,10 +235,13 @@ def _read_java_table(conn: Connection, spec: SourceSpec, filters: Filters) -> li
         .where(*conditions)
         .order_by(c["app_name"], c["user_id"], c["session_id"], c["ts"], c["event_id"])
     )
-    frames = sql.read_frames(conn, statement, what=WHAT, rows=adk_events.CHUNK)
-    if all(frame.empty for frame in frames):
+    read = 0
+    for frame in sql.stream_frames(conn, statement, what=WHAT, rows=adk_events.CHUNK):
+        read += len(frame)
+        if len(frame):
+            yield _java_batch(frame.reindex(columns=list(selected)), table)
+    if not read:
         sql.require_rows(conn, info, what=f"{WHAT} {spec.location()}")
-    return [_java_batch(frame.reindex(columns=list(selected)), table) for frame in frames]
 
 
 def _java_batch(frame: pd.DataFrame, table: str) -> Batch:
@@ -275,7 +283,7 @@ def _first_records(path: Path) -> list[Any]:
             doc = read_json_document(path, what=WHAT)
             return list(doc[:_PEEK_RECORDS]) if isinstance(doc, list) else [doc]
         records = []
-        for _, text, _ in islice(iter_lines(path, what=WHAT), _PEEK_RECORDS):
+        for _, text, _ in islice(iter_lines(path, what=WHAT, counted=False), _PEEK_RECORDS):
             try:
                 records.append(json.loads(text))
             except (ValueError, RecursionError):  # a broken line: the reader rejects it
@@ -425,7 +433,9 @@ def _row_batch(records: list[Any], locations: list[str], column: str, origin: Or
 def _peek(path: Path) -> str | None:
     """``"lines"``, ``"document"`` (a session or a list of them), or None when no line is
     readable text."""
-    line = next(iter_lines(path, what=WHAT), None)  # the generator closes the file on release
+    line = next(
+        iter_lines(path, what=WHAT, counted=False), None
+    )  # the generator closes the file on release
     if line is None:
         return None
     first = line[1].strip()

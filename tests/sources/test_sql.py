@@ -9,6 +9,7 @@ connections cannot write.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -122,14 +123,14 @@ def test_filters_narrow_the_rows_exactly(db_url: str) -> None:
 def test_filters_are_bound_parameters(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     write(pg_url, store.agent_run, canonical_rows("ledger"))
     seen: list[tuple[str, Mapping[str, Any]]] = []
-    real = sql.read_frame
+    real = sql.stream_frames
 
     def recording(conn: sa.Connection, statement: sa.Select[Any], **kw: Any) -> Any:
         compiled = statement.compile(dialect=conn.dialect)
         seen.append((compiled.string, dict(compiled.params)))
         return real(conn, statement, **kw)
 
-    monkeypatch.setattr(sql, "read_frame", recording)
+    monkeypatch.setattr(sql, "stream_frames", recording)
     filters = Filters(window=WINDOW, app_name="support", session_ids=("s'4",))
     runs = ledger.load(db_spec("ledger", pg_url), filters).frames["runs"]
     assert runs.empty  # run 4 of s'4 starts after the window
@@ -513,7 +514,7 @@ def test_copy_read_in_frames_gives_the_rows_of_one_read_in_order(pg_url: str) ->
             statement = sa.select(sa.column("id"), sa.column("body")).select_from(sa.table("t"))
             statement = statement.order_by(sa.column("id"))
             whole = sql.read_frame(conn, statement, what="test")
-            frames = sql.read_frames(conn, statement, what="test", rows=15_000)
+            frames = list(sql.stream_frames(conn, statement, what="test", rows=15_000))
     finally:
         engine.dispose()
     assert len(frames) > 1
@@ -521,3 +522,47 @@ def test_copy_read_in_frames_gives_the_rows_of_one_read_in_order(pg_url: str) ->
     pd.testing.assert_frame_equal(pd.concat(frames, ignore_index=True), whole)
     assert whole["body"].isna().sum() == 40000 // 97
     assert (whole["body"] == "two\nlines").any()
+
+
+def _rows_table(url: str, rows: int) -> None:
+    execute(url, "CREATE TABLE t (id integer, body text)")
+    execute(url, f"INSERT INTO t SELECT i, repeat('x', 300) FROM generate_series(1, {rows}) i")
+
+
+@pytest.mark.postgres
+def test_a_stream_left_early_cancels_its_query_and_frees_the_connection(pg_url: str) -> None:
+    """The reader thread is stopped and the COPY cancelled when the caller stops drawing
+    frames: the connection answers the next query at once (after the rollback an abandoned
+    COPY needs), with no thread left reading."""
+    _rows_table(pg_url, 200_000)
+    engine = sql.open_engine(pg_url, what="test")
+    try:
+        with sql.connect(engine, what="test") as conn:
+            statement = sa.select(sa.column("id"), sa.column("body")).select_from(sa.table("t"))
+            frames = sql.stream_frames(conn, statement, what="test", rows=1_000)
+            first = next(frames)
+            frames.close()
+            assert not [t for t in threading.enumerate() if t.name == "incidentkit-copy"]
+            raw = conn.connection.driver_connection
+            raw.rollback()  # what leaving the kit's connection does after an error
+            assert raw.execute("SELECT count(*) FROM t").fetchone() == (200_000,)
+    finally:
+        engine.dispose()
+    assert 1_000 <= len(first) < 200_000
+
+
+@pytest.mark.postgres
+def test_an_error_while_streaming_is_a_source_error_in_the_callers_thread(pg_url: str) -> None:
+    """A row the server cannot produce (a division by zero on the 5,000th) fails the query
+    in the reader thread; the caller gets the kit's error, naming it, after the rows before."""
+    _rows_table(pg_url, 10_000)
+    engine = sql.open_engine(pg_url, what="test")
+    try:
+        with sql.connect(engine, what="test") as conn:
+            ratio = (sa.literal(1) / (sa.column("id") - 5_000)).label("ratio")
+            statement = sa.select(sa.column("id"), ratio).select_from(sa.table("t"))
+            with pytest.raises(SourceError, match="division by zero") as info:
+                list(sql.stream_frames(conn, statement.order_by("id"), what="test", rows=100))
+    finally:
+        engine.dispose()
+    assert type(info.value.__cause__).__module__.startswith("psycopg")
