@@ -29,7 +29,6 @@ and epoch columns (SqliteSessionService's ``REAL``) seconds.
 from __future__ import annotations
 
 import csv
-import io
 import queue
 import shutil
 import sqlite3
@@ -41,7 +40,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from urllib.parse import quote as percent_encode
 
 import pandas as pd
@@ -528,16 +527,12 @@ def _copy_statement(conn: Connection, statement: sa.Select[Any]) -> tuple[Any, d
 
 
 def _copy_frame(conn: Connection, statement: sa.Select[Any]) -> pd.DataFrame:
-    """All of the statement's rows in one frame, parsed as COPY streams them (in one read:
-    300k ledger rows 0.69 s, against 0.77 s through the streaming reader)."""
+    """All of the statement's rows in one frame."""
     copy_sql, params = _copy_statement(conn, statement)
     raw = conn.connection.driver_connection
     with raw.cursor() as cursor, cursor.copy(copy_sql, params) as copy:  # type: ignore[union-attr]
-        stream = io.BufferedReader(_CopyStream(copy, threading.Event()), 1 << 20)
-        header = _header(stream)
-        if header is None or not stream.peek(1):
-            return _no_rows(header)
-        return pa_csv.read_csv(stream, *_csv_options(header)).to_pandas()
+        frames = list(_csv_frames(copy, rows=None, stop=threading.Event()))
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
 
 _FRAMES_AHEAD = 2
@@ -565,8 +560,7 @@ class _CopyReader:
     def _run(self) -> None:
         try:
             with self._raw.cursor() as cursor, cursor.copy(self._sql, self._params) as copy:
-                stream = io.BufferedReader(_CopyStream(copy, self._stopping), 1 << 20)
-                for frame in _csv_frames(stream, self._rows):
+                for frame in _csv_frames(copy, rows=self._rows, stop=self._stopping):
                     self._put(frame)
             self._put(None)
         except BaseException as err:  # noqa: BLE001 (raised in the caller's thread instead)
@@ -599,41 +593,55 @@ class _CopyReader:
             self._thread.join()
 
 
-class _CopyStream(io.RawIOBase):
-    """COPY's blocks as a file, read as pyarrow parses: the rows are never all held as CSV
-    text too (300k ledger rows: COPY and parse 0.66 s streamed, 0.93 s buffered first). A
-    read after ``stop`` is set raises :class:`_StoppedError`."""
-
-    def __init__(self, blocks: Iterable[Any], stop: threading.Event) -> None:
-        self._blocks = iter(blocks)
-        self._rest = memoryview(b"")
-        self._stop = stop
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        if self._stop.is_set():
-            raise _StoppedError
-        while not self._rest:
-            block = next(self._blocks, None)
-            if block is None:
-                return 0
-            self._rest = memoryview(block)
-        n = min(len(buffer), len(self._rest))
-        buffer[:n] = self._rest[:n]
-        self._rest = self._rest[n:]
-        return n
+_BLOCK = 4 << 20
+"""Bytes of COPY's rows parsed together by Arrow."""
 
 
-def _header(stream: io.BufferedReader[Any]) -> list[str] | None:
-    """The column names of COPY's CSV header (None: no header, the query failed to start)."""
-    line = stream.readline()
-    return next(csv.reader([line.decode("utf-8")])) if line else None
+def _csv_frames(
+    copy: Iterable[Any], *, rows: int | None, stop: threading.Event
+) -> Iterator[pd.DataFrame]:
+    """COPY's CSV (a header, then a message per row) as frames of text columns, of about
+    ``rows`` rows each (None: all in one); at least one frame, empty when the query matched
+    no row. A block of rows read after ``stop`` is set raises :class:`_StoppedError`.
+
+    Rows are joined into blocks of about 4 MiB, each parsed by Arrow from memory in this
+    thread (300k ledger rows: pyarrow 0.3-0.4 s, ``read_csv`` 1.6 s). Arrow is never handed
+    a Python file: its read-ahead threads would hold Python buffers they may free only after
+    the interpreter has stopped (an abort at exit, seen with ``open_csv``).
+    """
+    messages = iter(copy)
+    header = next(messages, None)
+    names = next(csv.reader([bytes(header).decode("utf-8")])) if header is not None else []
+    options = _csv_options(names)
+    tables: list[pa.Table] = []
+    grouped, yielded = 0, False
+    for block in _blocks(messages, stop):
+        table = pa_csv.read_csv(cast(Any, pa.BufferReader(block)), *options)  # stubs: paths only
+        tables.append(table)
+        grouped += table.num_rows
+        if rows is not None and grouped >= rows:
+            yield pa.concat_tables(tables).to_pandas()
+            tables, grouped, yielded = [], 0, True
+    if tables:
+        yield pa.concat_tables(tables).to_pandas()
+    elif not yielded:
+        yield pd.DataFrame({name: pd.Series([], dtype=object) for name in names})
 
 
-def _no_rows(names: list[str] | None) -> pd.DataFrame:
-    return pd.DataFrame({name: pd.Series([], dtype=object) for name in names or []})
+def _blocks(messages: Iterator[Any], stop: threading.Event) -> Iterator[bytes]:
+    """Whole rows joined into blocks of about :data:`_BLOCK` bytes."""
+    parts: list[Any] = []
+    size = 0
+    for message in messages:
+        parts.append(message)
+        size += len(message)
+        if size >= _BLOCK:
+            if stop.is_set():
+                raise _StoppedError
+            yield b"".join(parts)
+            parts, size = [], 0
+    if parts:
+        yield b"".join(parts)
 
 
 def _csv_options(
@@ -642,7 +650,7 @@ def _csv_options(
     """How COPY's CSV is parsed: every column text. Only an unquoted NULL mark is null: a text
     equal to it comes quoted and stays text; an empty field is the empty text."""
     return (
-        pa_csv.ReadOptions(column_names=names, block_size=1 << 22, use_threads=False),
+        pa_csv.ReadOptions(column_names=names, block_size=_BLOCK * 2, use_threads=False),
         pa_csv.ParseOptions(newlines_in_values=True),
         pa_csv.ConvertOptions(
             column_types=dict.fromkeys(names, pa.string()),
@@ -651,24 +659,3 @@ def _csv_options(
             quoted_strings_can_be_null=False,
         ),
     )
-
-
-def _csv_frames(stream: io.BufferedReader[Any], rows: int) -> Iterator[pd.DataFrame]:
-    """COPY's CSV as frames of text columns, of about ``rows`` rows each (300k ledger rows:
-    pyarrow 0.3-0.4 s, ``read_csv`` 1.6 s); at least one frame, empty when the query matched
-    no row."""
-    names = _header(stream)
-    if names is None or not stream.peek(1):
-        yield _no_rows(names)
-        return
-    reader = pa_csv.open_csv(stream, *_csv_options(names))
-    group: list[pa.RecordBatch] = []
-    grouped = 0
-    for batch in reader:
-        group.append(batch)
-        grouped += batch.num_rows
-        if grouped >= rows:
-            yield pa.Table.from_batches(group).to_pandas()
-            group, grouped = [], 0
-    if group:
-        yield pa.Table.from_batches(group, schema=reader.schema).to_pandas()
