@@ -31,7 +31,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from incidentkit.frames import STR, TS, conform, empty, text_array, to_numbers
+from incidentkit.frames import STR, TS, conform, empty, spec_of, text_array, to_numbers
 from incidentkit.manifest import Filters
 from incidentkit.sources import adk_typed
 from incidentkit.sources.adk_columns import (
@@ -731,7 +731,8 @@ def _attach(parts: list[pd.DataFrame], name: str, keys: pd.DataFrame, by: str) -
     rows = kept[pc.sort_indices(ranks, [("event", "ascending"), (by, "ascending")]).to_numpy()]
     del within, ranks
     at = event[rows]
-    columns = {col: _gathered([keys[col]], at) for col in keys.columns.drop("pos")}
+    repeated = spec_of(name).names  # the event's columns the child frame repeats
+    columns = {col: _gathered([keys[col]], at) for col in keys.columns if col in repeated}
     for col in list(parts[0].columns):  # moved one at a time: the chunks' rows are freed as
         columns[col] = _gathered([part.pop(col) for part in parts], rows)  # they are taken
     parts.clear()

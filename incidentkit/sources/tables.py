@@ -105,11 +105,13 @@ def load_table(
         frame, raw, reasons, where = frame[keep], raw[keep], reasons[keep], where[keep]
     reasons = _duplicates(layout, frame, reasons, where)
     bad = reasons.notna()
-    shown: pd.DataFrame = raw[bad].astype(object)
-    rejected = shown.where(shown.notna(), None).to_dict("records")
-    for location, reason, row in zip(where[bad], reasons[bad], rejected, strict=True):
-        sink.add(location, reason, canonical_json(row))
-    good = frame[~bad]
+    good = frame
+    if bad.any():  # most tables have nothing to reject: no copy of their rows then
+        shown: pd.DataFrame = raw[bad].astype(object)
+        rejected = shown.where(shown.notna(), None).to_dict("records")
+        for location, reason, row in zip(where[bad], reasons[bad], rejected, strict=True):
+            sink.add(location, reason, canonical_json(row))
+        good = frame[~bad]
     if not _ordered(good, layout.order):  # a database hands its rows over mostly in order
         good = good.sort_values(list(layout.order), kind="stable", na_position="last")
     return Loaded(
