@@ -542,7 +542,7 @@ def test_a_stream_left_early_cancels_its_query_and_frees_the_connection(pg_url: 
             frames = sql.stream_frames(conn, statement, what="test", rows=1_000)
             first = next(frames)
             frames.close()
-            assert not [t for t in threading.enumerate() if t.name == "incidentkit-copy"]
+            assert not [t for t in threading.enumerate() if t.name.startswith("incidentkit-copy")]
             raw = conn.connection.driver_connection
             raw.rollback()  # what leaving the kit's connection does after an error
             assert raw.execute("SELECT count(*) FROM t").fetchone() == (200_000,)
@@ -566,3 +566,21 @@ def test_an_error_while_streaming_is_a_source_error_in_the_callers_thread(pg_url
     finally:
         engine.dispose()
     assert type(info.value.__cause__).__module__.startswith("psycopg")
+
+
+@pytest.mark.postgres
+def test_a_row_larger_than_any_block_is_read_whole(pg_url: str) -> None:
+    """Rows of megabytes (a large jsonb, a long text with newlines) straddle every block
+    boundary Arrow would pick; they are parsed whole, between ordinary rows."""
+    execute(pg_url, "CREATE TABLE t (id integer, body text)")
+    big = "SELECT 2, repeat(E'line\\n', 1500000)"  # 7.5 MB, every value a new line
+    execute(pg_url, f"INSERT INTO t SELECT 1, 'small' UNION ALL {big} UNION ALL SELECT 3, 'x'")
+    engine = sql.open_engine(pg_url, what="test")
+    try:
+        with sql.connect(engine, what="test") as conn:
+            statement = sa.select(sa.column("id"), sa.column("body")).select_from(sa.table("t"))
+            frame = sql.read_frame(conn, statement.order_by("id"), what="test")
+    finally:
+        engine.dispose()
+    assert frame["id"].tolist() == ["1", "2", "3"]
+    assert frame["body"].str.len().tolist() == [5, 7_500_000, 1]
