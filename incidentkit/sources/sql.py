@@ -448,8 +448,8 @@ def read_frame(conn: Connection, statement: sa.Select[Any], *, what: str) -> pd.
     On PostgreSQL every value arrives as text (NULL as NaN), so callers parse JSON and
     timestamps themselves; on other databases values arrive as the driver gives them.
     """
-    frames = list(stream_frames(conn, statement, what=what, rows=None))
-    return frames[0]
+    [frame] = stream_frames(conn, statement, what=what, rows=None)  # one frame, always
+    return frame
 
 
 def stream_frames(

@@ -17,7 +17,6 @@ from __future__ import annotations
 import csv
 import re
 from collections.abc import Iterator, Mapping
-from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -82,27 +81,15 @@ def load_table(
     """Read ``spec`` into the ``layout.frame`` frame and its rejects."""
     names = column_names(layout, spec)
     sink = RejectSink(layout.section)
-    raws, frames, all_reasons, wheres = [], [], [], []
-    with ExitStack() as stack:  # a database stays open while its rows are parsed
-        read: Iterator[tuple[pd.DataFrame, pd.Series]]
-        if spec.is_database:
-            rows, prefix, exact = _read_sql(layout, spec, names, filters, environ, stack)
-            read = ((raw, raw[layout.key].fillna(f"<no {layout.key}>")) for raw in rows)
-        else:
-            read, prefix, exact = iter([_read_files(layout, spec, names, sink)]), "", False
-        # One piece: parsing pieces while the next arrive gained nothing (msgspec holds the GIL
-        # for a whole piece, starving the receiving thread; 300k ledger rows: 0.35-0.46 of
-        # raw COPY, whole 0.46-0.53).
-        for piece, located in read:
-            raws.append(_blank_is_missing(piece))
-            parsed, why = _normalise(layout, raws[-1], naive=spec.naive_timestamps)
-            frames.append(parsed)
-            all_reasons.append(why)
-            wheres.append(prefix + located.astype(str))
-    raw = pd.concat(raws, ignore_index=True)
-    frame = pd.concat(frames, ignore_index=True)
-    reasons = pd.concat(all_reasons, ignore_index=True)
-    where = pd.concat(wheres, ignore_index=True)
+    if spec.is_database:
+        raw, prefix, exact = _read_sql(layout, spec, names, filters, environ)
+        where = raw[layout.key].fillna(f"<no {layout.key}>")  # table:key, built when needed
+    else:
+        raw, where = _read_files(layout, spec, names, sink)
+        prefix, exact = "", False
+    raw = _blank_is_missing(raw).reset_index(drop=True)
+    where = prefix + where.astype(str).reset_index(drop=True)
+    frame, reasons = _normalise(layout, raw, naive=spec.naive_timestamps)
     if not exact:
         keep = filter_mask(layout, frame, filters)
         frame, raw, reasons, where = frame[keep], raw[keep], reasons[keep], where[keep]
@@ -158,44 +145,45 @@ def _read_sql(
     names: dict[str, str],
     filters: Filters,
     environ: Mapping[str, str] | None,
-    stack: ExitStack,
-) -> tuple[Iterator[pd.DataFrame], str, bool]:
-    """The rows of the table in frames as they arrive (the connection, entered on ``stack``,
-    stays open until they are drawn), the location prefix, and whether the filters were
-    exact in SQL."""
+) -> tuple[pd.DataFrame, str, bool]:
     table = spec.table or layout.table
     what = f"[{spec.section}] {spec.location()}" + ("" if spec.table else f" table {table}")
     engine = sql.open_source(spec, environ, what=what)
-    stack.callback(engine.dispose)
-    conn = stack.enter_context(sql.connect(engine, what=what))
-    info = sql.require_table(conn, table, [names[c] for c in _needed(layout, spec)], what=what)
-    present = [c for c in layout.columns if names[c] in info.columns]
-    naive = sorted(
-        names[c] for c in layout.times if c in present and names[c] in info.naive_time_columns
-    )
-    zone = zone_of(spec.naive_timestamps)
-    if naive and zone is None:
-        raise SchemaError(
-            f"{what}: columns store timestamps without a time zone",
-            value=naive,
-            fix=f'set timezone = "UTC" (or the zone they were written in, e.g. '
-            f'"Europe/Berlin") in [{spec.section}] or at the top of the manifest; or '
-            "convert them to a time-zone-aware type",
-        )
-    # Local wall times cannot be compared with UTC bounds in SQL: pandas applies the window
-    # after parsing them in their zone.
-    local = bool(naive) and zone != "UTC"
-    in_sql = replace(filters, window=None) if local else filters
-    statement = _select(conn, layout, names, present, info, in_sql)
+    try:
+        with sql.connect(engine, what=what) as conn:
+            info = sql.require_table(
+                conn, table, [names[c] for c in _needed(layout, spec)], what=what
+            )
+            present = [c for c in layout.columns if names[c] in info.columns]
+            naive = sorted(
+                names[c]
+                for c in layout.times
+                if c in present and names[c] in info.naive_time_columns
+            )
+            zone = zone_of(spec.naive_timestamps)
+            if naive and zone is None:
+                raise SchemaError(
+                    f"{what}: columns store timestamps without a time zone",
+                    value=naive,
+                    fix=f'set timezone = "UTC" (or the zone they were written in, e.g. '
+                    f'"Europe/Berlin") in [{spec.section}] or at the top of the manifest; or '
+                    "convert them to a time-zone-aware type",
+                )
+            # Local wall times cannot be compared with UTC bounds in SQL: pandas applies the
+            # window after parsing them in their zone.
+            local = bool(naive) and zone != "UTC"
+            in_sql = replace(filters, window=None) if local else filters
+            statement = _select(conn, layout, names, present, info, in_sql)
+            raw = sql.read_frame(conn, statement, what=what)
+            if raw.empty:
+                sql.require_rows(conn, info, what=what)
+            exact = conn.dialect.name == "postgresql" and not local
+    finally:
+        engine.dispose()
     # Only PostgreSQL's result is exact; pandas applies the filters again elsewhere: MySQL
     # collations fold case and trailing spaces in the text filters, and SQLite text times not in
     # SQLAlchemy's form pass the window unfiltered (sql.time_unknown) to be placed after parsing.
-    exact = conn.dialect.name == "postgresql" and not local
-
-    raw = sql.read_frame(conn, statement, what=what)  # parsed whole: see load_table
-    if raw.empty:
-        sql.require_rows(conn, info, what=what)
-    return iter([raw.reindex(columns=layout.columns)]), f"{table}:", exact
+    return raw.reindex(columns=layout.columns), f"{table}:", exact
 
 
 def _select(
