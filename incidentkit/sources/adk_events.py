@@ -275,23 +275,13 @@ def _read_chunk(
     pos = first_pos + start + np.arange(len(raw), dtype=np.int64)
     rejects: list[_Rejected] = []
     typed = adk_typed.decode(raw.tolist()) if TYPED else None
-    if typed is None:
-        chunk = _read(None, raw, meta, pos, batch.origin, identity, rejects)
-    else:
-        chunk = _read(typed, raw, meta, pos, batch.origin, identity, rejects)
-        rows = typed.undecodable
-        if len(rows):  # read the general way, and placed back among the others by position
-            rest = _read(
-                None,
-                raw.iloc[rows],
-                meta.iloc[rows].reset_index(drop=True),
-                pos[rows],
-                batch.origin,
-                identity,
-                rejects,
-            )
-            chunk = _merged(chunk, rest)
-            rejects.sort(key=lambda rejected: rejected[0])
+    chunk = _read(typed, raw, meta, pos, batch.origin, identity, rejects)
+    if typed is not None and len(rows := typed.undecodable):
+        # Read the general way, and placed back among the others by position.
+        meta_rows = meta.iloc[rows].reset_index(drop=True)
+        rest = _read(None, raw.iloc[rows], meta_rows, pos[rows], batch.origin, identity, rejects)
+        chunk = _merged(chunk, rest)
+        rejects.sort(key=lambda rejected: rejected[0])
     for _, location, reason, text in rejects:
         sink.add(location, reason, text)
     return chunk
@@ -624,9 +614,9 @@ def _reject(
     raws = raw.to_numpy(dtype=object)
     locations = meta["location"].to_numpy()
     for i in np.flatnonzero(reasons.bad):
-        reason = str(reasons.array[i])
-        if reason is _RETRY:  # the general path reads it
+        if reasons.array[i] is _RETRY:  # the general path reads it
             continue
+        reason = str(reasons.array[i])
         if isinstance(raws[i], str):
             text = raws[i]
         else:

@@ -7,9 +7,8 @@ import gc
 import io
 import json
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import compress
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -184,33 +183,15 @@ MAX_LINE_BYTES = 32 << 20
 _BINARY_PROBE = 1024
 
 
-@dataclass(frozen=True)
-class Lines:
-    """Consecutive lines of a text file, blank ones left out: their numbers (from 1), their text
-    without the line end, whether the last one ended with a newline (only the file's last line
-    may not), and the lines among them that could not be read: ``(number, reason, raw)``."""
+def iter_lines(
+    path: Path, *, what: str, sink: RejectSink | None = None
+) -> Generator[tuple[int, str, bool]]:
+    """Yield ``(line number, text, ends_with_newline)`` of a UTF-8 text file, skipping blanks.
 
-    numbers: list[int]
-    texts: list[str]
-    complete: bool
-    rejected: list[tuple[int, str, bytes]]
-
-
-_FIRST_BLOCK = 1 << 16  # a peek at the first line reads no more than this
-_BLOCK = 8 << 20
-
-
-def iter_line_blocks(path: Path, *, what: str, counted: bool = True) -> Generator[Lines]:
-    """The lines of a UTF-8 text file, a block of the file at a time (decoded and split in
-    bulk: 200k event lines 0.1 s, line by line 0.25 s).
-
-    A line that is not UTF-8, or longer than :data:`MAX_LINE_BYTES` with its line end, is
-    rejected (in :attr:`Lines.rejected`) and the rest of the file is read; memory stays bounded
-    by the limit. A file with a NUL byte in its first KiB is not text: a SourceError. Line ends
-    are ``\n``, with any ``\r`` before them dropped; a BOM opening the file is dropped.
-    Lines read count towards the source's progress bar unless not ``counted`` (a peek).
+    A line that is not UTF-8, or longer than :data:`MAX_LINE_BYTES`, is rejected into ``sink``
+    (skipped when there is none) and the rest of the file is read; memory stays bounded by the
+    limit. A file with a NUL byte in its first KiB is not text: a SourceError.
     """
-    advance = progress.advance if counted else _uncounted
     with _open_binary(path, what=what) as handle:
         if b"\0" in handle.peek(_BINARY_PROBE)[:_BINARY_PROBE]:
             raise SourceError(
@@ -219,106 +200,32 @@ def iter_line_blocks(path: Path, *, what: str, counted: bool = True) -> Generato
                 fix="point the section at the text export; a SQLite store is given as "
                 'path = "store.db" in [events]',
             )
-        read = 0  # lines read so far
-        carry = b""  # the start of a line that has not ended yet
-        skipping = False  # inside a line too long to read: skipped to its end
-        size = _FIRST_BLOCK
-        while block := handle.read(size):
-            size = _BLOCK
-            if skipping:
-                end = block.find(b"\n")
-                if end < 0:
-                    continue
-                block, skipping = block[end + 1 :], False
-            data = carry + block if carry else block
-            end = data.rfind(b"\n") + 1
-            carry = data[end:]
-            if end:
-                lines, count = _lines(data[: end - 1], read, ended=True)
-                read += count
-                advance(count)
-                yield lines
-            if len(carry) > MAX_LINE_BYTES:
-                read += 1
-                advance(1)
-                yield Lines([], [], True, [(read, _too_long(), carry)])
-                carry, skipping = b"", True
-        if carry:
-            advance(1)
-            yield _lines(carry, read, ended=False)[0]
-
-
-def _uncounted(records: int) -> None:
-    """Count nothing (a peek at a file's first lines)."""
-
-
-def _too_long() -> str:
-    return f"line longer than {MAX_LINE_BYTES >> 20} MiB"
-
-
-def _lines(data: bytes, read: int, *, ended: bool) -> tuple[Lines, int]:
-    """The non-blank lines of ``data`` (whole lines, the line end after the last cut off, if
-    it ``ended`` with one), numbered after the ``read`` lines before them; and how many lines
-    ``data`` holds."""
-    text = None
-    if len(data) + ended <= MAX_LINE_BYTES:  # no line of it can be too long
-        with suppress(UnicodeDecodeError):
-            text = data.decode("utf-8")
-    if text is None:  # a line to reject among them: line by line
-        return _each_line(data, read, ended=ended)
-    texts = text.split("\n")
-    count = len(texts)
-    if "\r" in text:
-        texts = [line.rstrip("\r") for line in texts]
-    return _non_blank(list(range(read + 1, read + 1 + count)), texts, ended, []), count
-
-
-def _each_line(data: bytes, read: int, *, ended: bool) -> tuple[Lines, int]:
-    numbers, texts, rejected = [], [], []
-    pieces = data.split(b"\n")
-    for k, raw in enumerate(pieces):
-        number, line_end = read + 1 + k, ended or k < len(pieces) - 1
-        if len(raw) + line_end > MAX_LINE_BYTES:
-            rejected.append((number, _too_long(), raw))
-            continue
-        try:
-            texts.append(raw.decode("utf-8").rstrip("\r"))
-        except UnicodeDecodeError as err:
-            rejected.append((number, f"not UTF-8 text (byte {err.start + 1})", raw))
-            continue
-        numbers.append(number)
-    return _non_blank(numbers, texts, ended, rejected), len(pieces)
-
-
-def _non_blank(
-    numbers: list[int], texts: list[str], ended: bool, rejected: list[tuple[int, str, bytes]]
-) -> Lines:
-    if numbers and numbers[0] == 1:
-        texts[0] = texts[0].removeprefix("\ufeff")
-    keep = list(map(bool, map(str.strip, texts)))
-    if not all(keep):
-        numbers, texts = list(compress(numbers, keep)), list(compress(texts, keep))
-    return Lines(numbers, texts, ended, rejected)
-
-
-def iter_lines(
-    path: Path, *, what: str, sink: RejectSink | None = None, counted: bool = True
-) -> Generator[tuple[int, str, bool]]:
-    """Yield ``(line number, text, ends_with_newline)`` of a UTF-8 text file, skipping blanks
-    and rejecting into ``sink`` (when given) the lines :func:`iter_line_blocks` cannot read, in
-    line order among the others."""
-    for lines in iter_line_blocks(path, what=what, counted=counted):
-        rejected = iter(lines.rejected)
-        pending = next(rejected, None)
-        last = len(lines.texts) - 1
-        for i, (number, text) in enumerate(zip(lines.numbers, lines.texts, strict=True)):
-            while pending is not None and pending[0] < number:
-                _reject_line(sink, path, *pending)
-                pending = next(rejected, None)
-            yield number, text, lines.complete or i < last
-        while pending is not None:
-            _reject_line(sink, path, *pending)
-            pending = next(rejected, None)
+        lineno = 0
+        while raw := handle.readline(MAX_LINE_BYTES + 1):
+            lineno += 1
+            if not lineno % progress.BATCH:
+                progress.advance(progress.BATCH)
+            if len(raw) > MAX_LINE_BYTES:
+                # Skip the rest of the line a bounded piece at a time; a line of exactly the
+                # limit was read with its end, and the next line is left alone.
+                rest = raw
+                while not rest.endswith(b"\n") and (rest := handle.readline(MAX_LINE_BYTES)):
+                    pass
+                _reject_line(
+                    sink, path, lineno, f"line longer than {MAX_LINE_BYTES >> 20} MiB", raw
+                )
+                continue
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                _reject_line(sink, path, lineno, f"not UTF-8 text (byte {err.start + 1})", raw)
+                continue
+            if lineno == 1:
+                text = text.removeprefix("\ufeff")
+            stripped = text.rstrip("\r\n")
+            if stripped.strip():
+                yield lineno, stripped, text.endswith("\n")
+        progress.advance(lineno % progress.BATCH)  # read to the end (a peek stops before)
 
 
 def _reject_line(sink: RejectSink | None, path: Path, lineno: int, reason: str, raw: bytes) -> None:
@@ -347,58 +254,39 @@ def iter_json_line_chunks(
 ) -> Iterator[tuple[list[Any], list[str]]]:
     """:func:`read_json_lines` in chunks of at most ``size`` objects (None: one chunk).
 
-    Lines are decoded a block of the file at a time, so only about a chunk of objects is ever
-    in memory; the rejects of a chunk's lines reach ``sink`` (in line order) before the chunk
-    is yielded.
+    Lines are decoded as the chunk fills, so only one chunk of objects is ever in memory;
+    the rejects of a chunk's lines reach ``sink`` before the chunk is yielded.
 
     ``decode=False`` yields each line's JSON text instead, for a reader that decodes and
     checks a whole chunk itself (the events normaliser decodes by types); only a last line
     cut off mid-record is decoded here, to be rejected as a truncated file.
     """
-    blocks = iter_line_blocks(path, what=what)
+    lines = iter_lines(path, what=what, sink=sink)
     name = path.name  # a property that builds its text each time it is read
-    records: list[Any] = []
-    locations: list[str] = []
     try:
-        for lines in blocks:
-            rejected = [
-                (n, reason, raw[:200].decode("utf-8", "replace"))
-                for n, reason, raw in lines.rejected
-            ]
+        done = False
+        while not done:
+            records: list[Any] = []
+            locations: list[str] = []
             with bulk_decoding():  # not across the yield: the consumer runs with gc as it was
-                values, numbers = _json_values(lines, decode, rejected)
-            for number, reason, raw_text in sorted(rejected, key=lambda rejected: rejected[0]):
-                sink.add(f"{name}:{number}", reason, raw_text)
-            records += values
-            locations += [f"{name}:{number}" for number in numbers]
-            while size is not None and len(records) >= size:
-                yield records[:size], locations[:size]
-                records, locations = records[size:], locations[size:]
-        if records:
-            yield records, locations
+                for lineno, text, complete in lines:
+                    location = f"{name}:{lineno}"
+                    value: Any = None
+                    if decode:
+                        value = _json_object(text, complete, location, sink)
+                    elif complete or _json_object(text, complete, location, sink) is not None:
+                        value = text  # only a cut-off last line is decoded, to name it
+                    if value is not None:
+                        records.append(value)
+                        locations.append(location)
+                        if size is not None and len(records) >= size:
+                            break
+                else:
+                    done = True
+            if records:
+                yield records, locations
     finally:
-        blocks.close()  # an abandoned chunk iterator closes the file
-
-
-def _json_values(
-    lines: Lines, decode: bool, rejected: list[tuple[int, str, str]]
-) -> tuple[list[Any], list[int]]:
-    """The JSON objects of ``lines`` (their text with ``decode=False``) and their numbers; the
-    lines that hold none are added to ``rejected``."""
-    if not decode and lines.complete:
-        return lines.texts, lines.numbers
-    values, numbers = [], []
-    last = len(lines.texts) - 1
-    for i, (number, text) in enumerate(zip(lines.numbers, lines.texts, strict=True)):
-        complete = lines.complete or i < last
-        if decode or not complete:  # only a cut-off last line is decoded, to name it
-            value, reason = _json_object(text, complete)
-            if reason is not None:
-                rejected.append((number, reason, text))
-                continue
-        values.append(value if decode else text)
-        numbers.append(number)
-    return values, numbers
+        lines.close()  # an abandoned chunk iterator closes the file
 
 
 def _no_constant(name: str) -> Any:
@@ -458,8 +346,10 @@ def json_failure(err: Exception) -> str:
     return f"unreadable JSON value ({str(err).split(';')[0]})"
 
 
-def _json_object(text: str, complete: bool) -> tuple[dict[str, Any] | None, str | None]:
-    """The JSON object on one line, or None and why the line is rejected."""
+def _json_object(
+    text: str, complete: bool, location: str, sink: RejectSink
+) -> dict[str, Any] | None:
+    """The JSON object on one line, or None after rejecting the line with a reason."""
     try:
         value = loads(text)
     except JSON_ERRORS as err:
@@ -468,10 +358,12 @@ def _json_object(text: str, complete: bool) -> tuple[dict[str, Any] | None, str 
             if not complete and isinstance(err, json.JSONDecodeError)
             else json_failure(err)
         )
-        return None, reason
+        sink.add(location, reason, text)
+        return None
     if not isinstance(value, dict):
-        return None, f"expected a JSON object, got {type(value).__name__}"
-    return value, None
+        sink.add(location, f"expected a JSON object, got {type(value).__name__}", text)
+        return None
+    return value
 
 
 def read_json_document(path: Path, *, what: str) -> Any:

@@ -113,7 +113,7 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
 
 
 def _detect(path: Path) -> str:
-    for _, text, _ in iter_lines(path, what="diagnostics", counted=False):  # a peek
+    for _, text, _ in iter_lines(path, what="diagnostics"):
         return "json" if text.lstrip().startswith("{") else "text"
     return "text"
 

@@ -283,7 +283,7 @@ def _first_records(path: Path) -> list[Any]:
             doc = read_json_document(path, what=WHAT)
             return list(doc[:_PEEK_RECORDS]) if isinstance(doc, list) else [doc]
         records = []
-        for _, text, _ in islice(iter_lines(path, what=WHAT, counted=False), _PEEK_RECORDS):
+        for _, text, _ in islice(iter_lines(path, what=WHAT), _PEEK_RECORDS):
             try:
                 records.append(json.loads(text))
             except (ValueError, RecursionError):  # a broken line: the reader rejects it
@@ -433,9 +433,7 @@ def _row_batch(records: list[Any], locations: list[str], column: str, origin: Or
 def _peek(path: Path) -> str | None:
     """``"lines"``, ``"document"`` (a session or a list of them), or None when no line is
     readable text."""
-    line = next(
-        iter_lines(path, what=WHAT, counted=False), None
-    )  # the generator closes the file on release
+    line = next(iter_lines(path, what=WHAT), None)  # the generator closes the file on release
     if line is None:
         return None
     first = line[1].strip()

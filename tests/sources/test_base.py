@@ -105,6 +105,23 @@ def test_json_lines_in_chunks_are_the_whole_file_read_a_chunk_at_a_time() -> Non
     assert [row["location"] for row in chunk_sink.rows] == ["rejects.jsonl:1", "rejects.jsonl:2"]
 
 
+def test_a_line_of_the_limit_with_its_end_is_rejected_and_the_next_line_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A line whose text is exactly the limit is over it with its line end: rejected, and the
+    line after it read (the reader used to skip it too, as the rest of the long line)."""
+    monkeypatch.setattr(base, "MAX_LINE_BYTES", 24)
+    path = tmp_path / "lines.txt"
+    path.write_bytes(b"x" * 24 + b"\nnext\n" + b"y" * 30 + b"\nafter\n" + b"z" * 24)
+    sink = RejectSink("test")
+    lines = list(iter_lines(path, what="test", sink=sink))
+    assert lines == [(2, "next", True), (4, "after", True), (5, "z" * 24, False)]
+    assert [(row["location"], row["raw"]) for row in sink.rows] == [
+        ("lines.txt:1", "x" * 24 + "\n"),
+        ("lines.txt:3", "y" * 25),  # the line's start, never the whole of it
+    ]
+
+
 def test_json_line_chunks_reject_a_truncated_last_line() -> None:
     sink = RejectSink("events")
     path = DATA / "events" / "truncated.jsonl"
