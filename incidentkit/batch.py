@@ -9,6 +9,7 @@ and why. A flow whose notebook declares ``summary_path`` runs after the others a
 from __future__ import annotations
 
 import asyncio
+import errno
 import html
 import json
 import os
@@ -22,10 +23,13 @@ from typing import Any
 
 import pandas as pd
 
-from incidentkit.errors import EXIT_INCOMPLETE, IncidentkitError, ParameterError
+from incidentkit import stopping
+from incidentkit.errors import Exit, IncidentkitError, ParameterError
 from incidentkit.findings import Finding, Findings, generator, iso_text
 from incidentkit.flows import FLOWS, Flow
 from incidentkit.manifest import Window, did_you_mean, find_manifest, load_manifest
+from incidentkit.outputs import final_name, write_atomic
+from incidentkit.redact import scrub_text
 from incidentkit.runner import (
     RUNNER_PARAMETERS,
     check_sources,
@@ -35,6 +39,7 @@ from incidentkit.runner import (
     run_flow,
 )
 from incidentkit.schedule import evidence_end, run_window, stale_finding
+from incidentkit.stopping import Interrupted
 
 SUMMARY_SCHEMA = "incidentkit.run-all/v1"
 SUMMARY_PARAMETER = "summary_path"
@@ -63,6 +68,7 @@ class FlowOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "status": status_of(self.exit_code),
             "verdict": self.verdict,
             "exit_code": self.exit_code,
             "error": self.error,
@@ -152,6 +158,9 @@ def run_all(
         given = {k: v for k, v in raw.items() if k in declared[name]}
         if SUMMARY_PARAMETER in declared[name]:
             given[SUMMARY_PARAMETER] = str((root / "summary.json").resolve())
+        signum = stopping.requested()
+        if signum is not None:  # stopped before this flow's turn came
+            return _interrupted(root, name, Interrupted(signum))
         try:
             return _run_one(name, manifest_path, root, given, timeout, show_code, environ, extra)
         finally:
@@ -170,15 +179,42 @@ def run_all(
         "started_at": iso_text(started),
         "stale": None if stale is None else _finding_dict(stale),
     }
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="incidentkit-flow") as pool:
-        outcomes = list(pool.map(one, first))
-    if last:  # they read the others' results
-        write_summary(root, _summary(context, outcomes, skipped, pending=last))
-        outcomes += [one(name) for name in last]
+    outcomes: list[FlowOutcome] = []
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="incidentkit-flow")
+    futures = [pool.submit(one, name) for name in first]
+    try:
+        outcomes += [future.result() for future in futures]
+        if last:  # they read the others' results
+            write_summary(root, _summary(context, outcomes, skipped, pending=last))
+            for name in last:
+                outcomes.append(one(name))
+    except Interrupted as stop:  # the kernels are dead: the flows that ran end at once
+        pool.shutdown(wait=True, cancel_futures=True)
+        done = {o.flow for o in outcomes}
+        outcomes += [
+            future.result()
+            for future in futures
+            if future.done() and not future.cancelled() and future.result().flow not in done
+        ]
+        ended = {o.flow for o in outcomes}
+        outcomes += [_interrupted(root, name, stop) for name in runnable if name not in ended]
+        summary = _summary(context, outcomes, skipped, pending=[], stopped=stop)
+        write_summary(root, summary)
+        write_index(root, summary)
+        stop.note = f"{root / 'summary.json'} says which flows finished"
+        raise
+    finally:
+        pool.shutdown(wait=True)
     summary = _summary(context, outcomes, skipped, pending=[])
     write_summary(root, summary)
     write_index(root, summary)
     return BatchResult(summary["exit_code"], root, tuple(outcomes), skipped, stale, summary)
+
+
+def _interrupted(root: Path, name: str, stop: Interrupted) -> FlowOutcome:
+    """The outcome of a flow the signal stopped before its verdict."""
+    error = f"interrupted by {stop.signal_name}"
+    return FlowOutcome(name, stop.exit_code, None, _files(root, name), {}, 0.0, error)
 
 
 def _close_thread_loop() -> None:
@@ -245,26 +281,33 @@ def _run_one(
         code, verdict, error = err.exit_code, "INCOMPLETE_EVIDENCE", f"{type(err).__name__}: {err}"
         failed_findings(name, error, given).write(folder / "findings.json")
     except Exception as err:  # noqa: BLE001 - one flow's bug must not lose the others' reports
-        code, verdict, error = 4, "INCOMPLETE_EVIDENCE", f"{type(err).__name__}: {err}"
+        signum = stopping.requested()
+        if signum is not None:  # its kernel was killed while it started
+            return _interrupted(root, name, Interrupted(signum))
+        code, verdict, error = Exit.FAILURE, "INCOMPLETE_EVIDENCE", internal_error_text(err)
         failed_findings(name, error, given).write(folder / "findings.json")
-    files = {
-        kind: f"{name}/{file}" if (folder / file).is_file() else None
+    return FlowOutcome(
+        name,
+        code,
+        verdict,
+        _files(root, name),
+        dict(given),
+        time.monotonic() - clock,
+        error,
+        _top_finding(folder / "findings.json"),
+    )
+
+
+def _files(root: Path, name: str) -> dict[str, str | None]:
+    """A flow's report, findings and notebook relative to ``root`` (None: not written)."""
+    return {
+        kind: f"{name}/{file}" if (root / name / file).is_file() else None
         for kind, file in (
             ("report", f"{name}.html"),
             ("findings", "findings.json"),
             ("notebook", f"{name}.ipynb"),
         )
     }
-    return FlowOutcome(
-        name,
-        code,
-        verdict,
-        files,
-        dict(given),
-        time.monotonic() - clock,
-        error,
-        _top_finding(folder / "findings.json"),
-    )
 
 
 def _top_finding(path: Path) -> dict[str, Any] | None:
@@ -291,21 +334,33 @@ def _window_text(window: Window | None, as_of: pd.Timestamp | None) -> list[str]
     return [iso_text(window.start), iso_text(end)]
 
 
+def status_of(code: int) -> str:
+    """The word for an exit code in ``summary.json`` (``clean``, ``failure``, ...)."""
+    try:
+        return Exit(code).status
+    except ValueError:
+        return "failure"
+
+
 def _summary(
     context: Mapping[str, Any],
     outcomes: Sequence[FlowOutcome],
     skipped: Mapping[str, str],
     *,
     pending: Sequence[str],
+    stopped: Interrupted | None = None,
 ) -> dict[str, Any]:
     ran = [o.exit_code for o in outcomes]
-    code = max(ran) if ran or pending else EXIT_INCOMPLETE  # nothing ran: no verdict to trust
+    code = max(ran) if ran or pending else Exit.INCOMPLETE_EVIDENCE  # nothing ran: no verdict
+    if stopped is not None:
+        code = stopped.exit_code
     return {
         "schema": SUMMARY_SCHEMA,
         "generated_by": generator(),
         **context,
         "finished_at": None if pending else iso_text(pd.Timestamp.now(tz="UTC")),
-        "exit_code": code,
+        "status": status_of(code),
+        "exit_code": int(code),
         "flows": {o.flow: o.to_dict() for o in outcomes},
         "pending": list(pending),
         "skipped": dict(skipped),
@@ -314,23 +369,45 @@ def _summary(
 
 def write_summary(root: Path, summary: Mapping[str, Any]) -> Path:
     """``root/summary.json``, replaced atomically (a reader never sees half a document)."""
-    target = root / "summary.json"
-    temporary = root / f".summary.json.{os.getpid()}"
-    temporary.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", "utf-8")
-    os.replace(temporary, target)
-    return target
+    text = json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
+    return write_atomic(root / "summary.json", text)
 
 
-def refused_summary(root: Path, error: IncidentkitError, parameters: Mapping[str, str]) -> Path:
-    """The summary.json of a ``run all`` refused before any flow ran (a bad manifest, a ``-p``
-    no flow has): a scheduler that parses it always finds one, never an earlier run's."""
+def internal_error_text(err: BaseException) -> str:
+    """How a failure outside the kit's family reads: ``internal error: ... (please report)``,
+    or ``cannot write PATH: disk full`` for an ``OSError``; secrets masked."""
+    if isinstance(err, OSError):
+        reason = _WRITE_REASONS.get(err.errno or 0, err.strerror or str(err))
+        where = final_name(err.filename) if err.filename else "the results"
+        return scrub_text(f"cannot write {where}: {reason}")
+    return scrub_text(f"internal error: {type(err).__name__}: {err} (please report)")
+
+
+_WRITE_REASONS = {
+    errno.ENOSPC: "disk full",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+}
+
+
+def refused_summary(root: Path, error: BaseException, parameters: Mapping[str, str]) -> Path:
+    """The summary.json of a ``run all`` that stopped before any flow ran (a bad manifest, a
+    ``-p`` no flow has, an internal error): a scheduler that parses it always finds one, never
+    an earlier run's."""
+    if isinstance(error, IncidentkitError):
+        code, text = error.exit_code, f"{type(error).__name__}: {error}"
+    else:
+        code, text = Exit.FAILURE, internal_error_text(error)
     return write_summary(
         root,
         {
             "schema": SUMMARY_SCHEMA,
             "generated_by": generator(),
-            "exit_code": error.exit_code,
-            "error": f"{type(error).__name__}: {error}",
+            "status": status_of(code),
+            "exit_code": int(code),
+            "error": text,
             "parameters": dict(parameters),
             "flows": {},
             "pending": [],
@@ -402,6 +479,4 @@ text-align:left;vertical-align:top}}.warn{{background:#fff4e5;padding:.6em;borde
 <p><a href="summary.json">summary.json</a></p>
 </body></html>
 """
-    target = root / "index.html"
-    target.write_text(page, encoding="utf-8")
-    return target
+    return write_atomic(root / "index.html", page)

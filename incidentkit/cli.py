@@ -9,15 +9,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from incidentkit import progress
-from incidentkit.errors import EXIT_INCOMPLETE, EXIT_USAGE, IncidentkitError
+from incidentkit import outputs, progress, stopping
+from incidentkit.errors import Exit, IncidentkitError
 from incidentkit.findings import generator
-
-EXIT_CLEAN = 0
+from incidentkit.stopping import Interrupted
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -29,7 +29,7 @@ def _inspect(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
     else:
         sys.stdout.write(render_text(report))
-    return EXIT_CLEAN if report.complete else EXIT_INCOMPLETE
+    return Exit.CLEAN if report.complete else Exit.INCOMPLETE_EVIDENCE
 
 
 def _snapshot(args: argparse.Namespace) -> int:
@@ -46,7 +46,7 @@ def _snapshot(args: argparse.Namespace) -> int:
     )
     if not args.quiet:
         sys.stdout.write(render_text(taken.coverage))
-    return EXIT_CLEAN if taken.coverage.complete else EXIT_INCOMPLETE
+    return Exit.CLEAN if taken.coverage.complete else Exit.INCOMPLETE_EVIDENCE
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -61,42 +61,68 @@ def _pairs(pairs: list[list[str]] | None) -> dict[str, str]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    """``run FLOW`` and ``run all``; with ``--timestamped`` into a new folder under ``--out``
-    and ``latest`` pointed at it (also when the run was refused: its folder says why)."""
+    """``run FLOW`` and ``run all``, holding their output folder; with ``--timestamped`` into a
+    new folder under ``--out``, with ``latest`` pointed at it once the run has its result
+    document (a refused or failed run's says why; an interrupted run never moves it)."""
     from pathlib import Path
 
     from incidentkit import schedule
 
     raw = _pairs(args.parameter)
     folder = Path(args.out)
+    refusal: IncidentkitError | None = None
     given = None
     try:
-        try:
-            given = schedule.parse_as_of(args.as_of)
-        finally:  # named by the moment judged; a bad --as-of is reported in a folder too
-            if args.timestamped:
-                folder = schedule.stamped_folder(args.out, given or schedule.now())
-        if given is not None and str(raw.get("as_of") or "").strip():
-            from incidentkit.errors import ParameterError
-
-            raise ParameterError(
-                "the run's time is given twice",
-                value=[args.as_of, raw["as_of"]],
-                fix="give either --as-of (now or a UTC time) or -p as_of, not both",
+        given = schedule.parse_as_of(args.as_of)
+    except IncidentkitError as err:  # reported in the run's folder, once it is held
+        refusal = err
+    if args.timestamped:  # named by the moment judged, else the start
+        folder = schedule.stamped_folder(args.out, given or schedule.now())
+    with outputs.holding(folder) as gone:
+        if gone is not None:
+            sys.stderr.write(
+                f"warning: took over {folder} from run pid {gone}, which ended without "
+                "finishing; its files there may be partial\n"
             )
-        code = (
-            _run_all(args, folder, raw, given)
-            if args.flow == "all"
-            else _run_one(args, folder, raw, given)
-        )
-    except IncidentkitError as err:
-        _record_refusal(args.flow, folder, err, raw)
-        raise
-    finally:
-        if args.timestamped and folder.is_dir() and folder != Path(args.out):
-            link = schedule.point_latest(folder)
-            sys.stderr.write(f"latest:   {link} -> {folder.name}\n")
+        try:
+            if refusal is not None:
+                raise refusal
+            if given is not None and str(raw.get("as_of") or "").strip():
+                from incidentkit.errors import ParameterError
+
+                raise ParameterError(
+                    "the run's time is given twice",
+                    value=[args.as_of, raw["as_of"]],
+                    fix="give either --as-of (now or a UTC time) or -p as_of, not both",
+                )
+            code = (
+                _run_all(args, folder, raw, given)
+                if args.flow == "all"
+                else _run_one(args, folder, raw, given)
+            )
+        except Interrupted as stop:
+            if args.flow != "all":
+                stop.note = f"{folder / 'findings.json'} says so"
+            raise
+        except Exception as err:  # refused, or failed: the folder says why, then main does
+            if isinstance(err, OSError) and not err.filename:  # a write() that found no room
+                err.filename = str(folder)
+            _record_failure(args.flow, folder, err, raw)
+            _point_latest(args, folder)
+            raise
+    _point_latest(args, folder)
     return code
+
+
+def _point_latest(args: argparse.Namespace, folder: Any) -> None:
+    from pathlib import Path
+
+    from incidentkit import schedule
+
+    done = (folder / ("summary.json" if args.flow == "all" else "findings.json")).is_file()
+    if args.timestamped and done and folder != Path(args.out):
+        link = schedule.point_latest(folder)
+        sys.stderr.write(f"latest:   {link} -> {os.readlink(link)}\n")
 
 
 def _scheduled_as_of(given: Any, raw: dict[str, str], evidence: str) -> Any:
@@ -185,22 +211,25 @@ def _run_all(args: argparse.Namespace, folder: Any, raw: dict[str, str], given: 
     return result.exit_code
 
 
-def _record_refusal(flow: str, folder: Any, err: IncidentkitError, raw: dict[str, str]) -> None:
-    """Refused before the notebook ran: the run's folder still gets a findings.json (``run
-    all``: a summary.json) saying why. A scheduler that parses it always has one, never an
-    earlier run's."""
-    with contextlib.suppress(OSError):  # a file of that name, or no permission
-        folder.mkdir(parents=True, exist_ok=True)
+def _record_failure(flow: str, folder: Any, err: Exception, raw: dict[str, str]) -> None:
+    """Refused or failed before the verdict: the run's folder still gets a findings.json
+    (``run all``: a summary.json) saying why, when it can be written. A scheduler that parses
+    it always has one, never an earlier run's."""
+    from incidentkit.batch import internal_error_text, refused_summary
+    from incidentkit.runner import failed_findings
+
     if not folder.is_dir():
         return
-    if flow == "all":
-        from incidentkit.batch import refused_summary
-
-        refused_summary(folder, err, raw)
-    else:
-        from incidentkit.runner import failed_findings
-
-        failed_findings(flow, f"{type(err).__name__}: {err}", {}).write(folder / "findings.json")
+    with contextlib.suppress(OSError):  # the disk that refused the run refuses this too
+        if flow == "all":
+            refused_summary(folder, err, raw)
+        else:
+            text = (
+                f"{type(err).__name__}: {err}"
+                if isinstance(err, IncidentkitError)
+                else internal_error_text(err)
+            )
+            failed_findings(flow, text, {}).write(folder / "findings.json")
 
 
 def _new(args: argparse.Namespace) -> int:
@@ -216,7 +245,7 @@ def _new(args: argparse.Namespace) -> int:
             f"note: the {args.flow} flow needs {', '.join(missing)}: set it in the notebook's "
             f"first cell, or give -p {missing[0]} VALUE to incidentkit new\n"
         )
-    return EXIT_CLEAN
+    return Exit.CLEAN
 
 
 def _session(args: argparse.Namespace) -> int:
@@ -252,8 +281,8 @@ def _session(args: argparse.Namespace) -> int:
             f"incidentkit: {len(rejects)} event row(s) could not be read and are not in the "
             "dump; run incidentkit inspect for their locations\n"
         )
-        return EXIT_INCOMPLETE
-    return EXIT_CLEAN
+        return Exit.INCOMPLETE_EVIDENCE
+    return Exit.CLEAN
 
 
 def _postmortem(args: argparse.Namespace) -> int:
@@ -262,7 +291,7 @@ def _postmortem(args: argparse.Namespace) -> int:
     from incidentkit.postmortem import postmortem_command
 
     sys.stdout.write(postmortem_command(Path(args.out), fmt=args.format))
-    return EXIT_CLEAN
+    return Exit.CLEAN
 
 
 def _actions(args: argparse.Namespace) -> int:
@@ -271,7 +300,7 @@ def _actions(args: argparse.Namespace) -> int:
     from incidentkit.actions import actions_command
 
     sys.stdout.write(actions_command(Path(args.out), kind=args.kind, fmt=args.format))
-    return EXIT_CLEAN
+    return Exit.CLEAN
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -281,8 +310,8 @@ def _demo(args: argparse.Namespace) -> int:
     for run in runs:
         sys.stdout.write(f"{run.pack:16} exit {run.exit_code}  {run.folder / 'index.html'}\n")
     sys.stdout.write(f"open {page}\n")
-    worst = max((run.exit_code for run in runs), default=EXIT_CLEAN)
-    return EXIT_CLEAN if worst in (EXIT_CLEAN, 1, EXIT_INCOMPLETE) else worst
+    worst = max((run.exit_code for run in runs), default=Exit.CLEAN)
+    return Exit.CLEAN if worst <= Exit.INCOMPLETE_EVIDENCE else worst  # reports are fine
 
 
 class _Parser(argparse.ArgumentParser):
@@ -290,7 +319,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+        self.exit(Exit.USAGE, f"{self.prog}: error: {message}\n")
 
 
 def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
@@ -462,19 +491,36 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; returns the exit code (:class:`~incidentkit.errors.Exit`). Whatever
+    happens ends in one line on standard error, never a traceback."""
     words = list(sys.argv[1:] if argv is None else argv)
     command = next((word for word in words if not word.startswith("-")), None)
     parser = build_parser(with_simulate=command == "simulate")
     try:
         args = parser.parse_args(argv)
     except SystemExit as done:  # --help (0) or a usage error (3)
-        return done.code if isinstance(done.code, int) else EXIT_USAGE
+        return done.code if isinstance(done.code, int) else Exit.USAGE
     try:
-        with progress.quiet() if getattr(args, "quiet", False) else contextlib.nullcontext():
+        with (
+            stopping.handling(),
+            progress.quiet() if getattr(args, "quiet", False) else contextlib.nullcontext(),
+        ):
             code: int = args.handler(args)
     except IncidentkitError as err:
         sys.stderr.write(f"incidentkit: {err}\n")
         return err.exit_code
+    except Interrupted as stop:
+        note = f"; {stop.note}" if stop.note else ""
+        sys.stderr.write(f"incidentkit: interrupted by {stop.signal_name}{note}\n")
+        return stop.exit_code
+    except KeyboardInterrupt:  # a SIGINT before the handler was installed
+        sys.stderr.write("incidentkit: interrupted by SIGINT\n")
+        return Exit.INTERRUPTED
+    except Exception as err:  # noqa: BLE001 - outside the kit's family: one line, exit 4
+        from incidentkit.batch import internal_error_text
+
+        sys.stderr.write(f"incidentkit: {internal_error_text(err)}\n")
+        return Exit.FAILURE
     return code
 
 

@@ -8,16 +8,20 @@ Every message says what failed, the offending value, and what to do::
      ├── SourceError        an evidence source cannot be read (missing file, unreachable database)
      │    └── SchemaError   the source is there but its shape is not one the kit reads
      ├── SimulationError    the simulator was asked for something it cannot write
-     └── NotebookError      a flow notebook failed while papermill executed it
+     ├── NotebookError      a flow notebook failed while papermill executed it
+     └── BusyError          another run holds the output folder
 
 Rows that cannot be read are not errors: they become rows of the ``rejects`` frame.
 
-Each class carries the exit code the command line (and ``incidentkit run``, for an error raised
-inside a notebook) ends with: 2 evidence incomplete, 3 usage or manifest, 4 notebook failure.
+Each class carries the :class:`Exit` code the command line (and ``incidentkit run``, for an
+error raised inside a notebook) ends with. Anything else that escapes (a bug, a full disk) is
+not a member of this family: the command line reports it in one line and exits
+:attr:`Exit.FAILURE`.
 """
 
 from __future__ import annotations
 
+import enum
 from typing import ClassVar, Final
 
 from incidentkit.redact import scrub_text
@@ -25,7 +29,40 @@ from incidentkit.redact import scrub_text
 _NO_VALUE: Final = object()
 
 
-EXIT_INCOMPLETE, EXIT_USAGE, EXIT_NOTEBOOK = 2, 3, 4
+class Exit(enum.IntEnum):
+    """What an ``incidentkit`` exit code means. 0-2 are reports (the run ended in a verdict);
+    the others are failures of the run itself. ``docs/scheduling.md`` has the table."""
+
+    CLEAN = 0
+    """Report: nothing needs action."""
+    ACTION_NEEDED = 1
+    """Report: findings need action."""
+    INCOMPLETE_EVIDENCE = 2
+    """Report: the evidence is incomplete; fix the sources before trusting a verdict."""
+    USAGE = 3
+    """Failure the operator must fix: a usage, parameter or manifest error."""
+    FAILURE = 4
+    """Failure: a notebook failed, an internal error, or results could not be written."""
+    BUSY = 5
+    """Failure that passes: another run holds the output folder; retry later."""
+    INTERRUPTED = 130
+    """Stopped by SIGINT (128 + 2)."""
+    TERMINATED = 143
+    """Stopped by SIGTERM (128 + 15)."""
+
+    @property
+    def is_report(self) -> bool:
+        """Whether the run ended in a verdict (0, 1, 2) rather than failing."""
+        return self <= Exit.INCOMPLETE_EVIDENCE
+
+    @property
+    def status(self) -> str:
+        """The word ``summary.json`` gives this code (``clean``, ... ``interrupted`` for both
+        signals)."""
+        return "interrupted" if self >= Exit.INTERRUPTED else self.name.lower()
+
+
+EXIT_INCOMPLETE, EXIT_USAGE, EXIT_NOTEBOOK = Exit.INCOMPLETE_EVIDENCE, Exit.USAGE, Exit.FAILURE
 
 
 class IncidentkitError(Exception):
@@ -69,6 +106,12 @@ class NotebookError(IncidentkitError):
     """A flow notebook failed during execution."""
 
     exit_code: ClassVar[int] = EXIT_NOTEBOOK
+
+
+class BusyError(IncidentkitError):
+    """Another live run holds the output folder (retry later; nothing is wrong)."""
+
+    exit_code: ClassVar[int] = Exit.BUSY
 
 
 def exit_code_of(name: str) -> int:

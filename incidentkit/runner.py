@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -18,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from incidentkit import outputs, stopping
 from incidentkit.errors import NotebookError, ParameterError, exit_code_of
 from incidentkit.findings import Finding, Findings, Provenance, Severity, Verdict
 from incidentkit.flows import FLOWS
@@ -166,8 +169,9 @@ def _run_kernel(env: Mapping[str, str] | None = None) -> Iterator[type[Any]]:
 
 
 def _ipc_kernel_manager(folder: Path) -> type[Any]:
-    """A kernel manager that talks to the kernel over IPC (Unix sockets), not TCP, and finds
-    the run's kernelspec in ``folder/kernels``.
+    """A kernel manager that talks to the kernel over IPC (Unix sockets), not TCP, finds the
+    run's kernelspec in ``folder/kernels``, and registers its kernel with
+    :mod:`incidentkit.stopping` while it runs.
 
     The kernel then listens on no network port at all, and ipykernel has no reason to warn
     "running over TCP without encryption". The sockets live in a private temporary folder,
@@ -190,6 +194,17 @@ def _ipc_kernel_manager(folder: Path) -> type[Any]:
         @default("kernel_spec_manager")
         def _kernel_spec_manager_default(self) -> KernelSpecManager:
             return KernelSpecManager(kernel_dirs=[str(folder / "kernels")])
+
+        async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
+            with stopping.deferred():  # a signal kills it, so it is registered as it starts
+                await super()._async_launch_kernel(kernel_cmd, **kw)
+                pid = getattr(self.provisioner, "pid", None)
+                if isinstance(pid, int):
+                    stopping.register(id(self), stopping.kill_process_group(pid))
+
+        async def _async_cleanup_resources(self, restart: bool = False) -> None:
+            stopping.unregister(id(self))
+            await super()._async_cleanup_resources(restart=restart)
 
     return IPCKernelManager
 
@@ -296,41 +311,59 @@ def run_flow(
     as_of = str(params.get("as_of") or "").strip()
     failure: tuple[int, str] | None = None  # (exit code, message)
     kernel_env = {QUIET_ENV: "1", **({AS_OF_ENV: as_of} if as_of else {})}  # no bar in a report
-    with _run_kernel(kernel_env) as manager:
-        try:
-            papermill.execute_notebook(
-                str(source),
-                str(executed),
-                parameters=params,
-                kernel_name=KERNEL,
-                progress_bar=progress,
-                execution_timeout=timeout,
-                # the kernel's working directory, without papermill's process-wide chdir
-                resources={"metadata": {"path": str(source.parent)}},
-                kernel_manager_class=manager,
-            )
-        except PapermillExecutionError as err:
-            failure = exit_code_of(err.ename), f"{err.ename}: {err.evalue}"
-        except CellTimeoutError:
-            failure = 4, f"timed out after {timeout} s in {_running_cell(executed)}"
-        except DeadKernelError as err:
-            failure = 4, f"the kernel died in {_running_cell(executed)} ({err})"
-        else:
-            failure = notebook_failure(executed)
-    if failure is not None:
-        failed_findings(flow, failure[1], params).write(findings)
-    if extra_items and findings.is_file():
-        with_items(Findings.read(findings), extra_items).write(findings)
-    render_html(executed, html, show_code=show_code, findings=findings, flow=flow)
-    leaked = scan_for_secrets([executed, html, findings], secrets)
-    if leaked:
-        for path in leaked:
-            path.unlink()
-        raise NotebookError(
-            "a credential from the environment appeared in the run's artifacts; they were deleted",
-            value=[str(p) for p in leaked],
-            fix="never print connection URLs or engines in a notebook; report this as a bug",
-        )
+    # papermill saves the notebook after every cell: it writes a temporary name, and only a
+    # notebook that ran to its end (or to its failing cell) is renamed into place
+    try:
+        with _run_kernel(kernel_env) as manager, outputs.partial(executed) as running:
+            try:
+                papermill.execute_notebook(
+                    str(source),
+                    str(running),
+                    parameters=params,
+                    kernel_name=KERNEL,
+                    progress_bar=progress,
+                    execution_timeout=timeout,
+                    # the kernel's working directory, without papermill's process-wide chdir
+                    resources={"metadata": {"path": str(source.parent)}},
+                    kernel_manager_class=manager,
+                )
+            except Exception as err:
+                signum = stopping.requested()
+                if signum is not None:  # the run is stopping: this thread's kernel was killed
+                    raise stopping.Interrupted(signum) from err
+                if isinstance(err, PapermillExecutionError):
+                    failure = exit_code_of(err.ename), f"{err.ename}: {err.evalue}"
+                elif isinstance(err, CellTimeoutError):
+                    failure = 4, f"timed out after {timeout} s in {_running_cell(running)}"
+                elif isinstance(err, DeadKernelError):
+                    failure = 4, f"the kernel died in {_running_cell(running)} ({err})"
+                else:
+                    raise
+            else:
+                failure = notebook_failure(running)
+            if failure is not None:
+                failed_findings(flow, failure[1], params).write(findings)
+            if extra_items and findings.is_file():
+                with_items(Findings.read(findings), extra_items).write(findings)
+            with outputs.partial(html) as page:
+                render_html(running, page, show_code=show_code, findings=findings, flow=flow)
+                leaked = scan_for_secrets([running, page, findings], secrets)
+                if leaked:  # neither file reaches its name; findings.json is removed
+                    findings.unlink(missing_ok=True)
+                    shown = [str({running: executed, page: html}.get(p, p)) for p in leaked]
+                    raise NotebookError(
+                        "a credential from the environment appeared in the run's artifacts; "
+                        "they were deleted",
+                        value=shown,
+                        fix="never print connection URLs or engines in a notebook; report "
+                        "this as a bug",
+                    )
+    except stopping.Interrupted as stop:  # nothing half-run is left under its name
+        interrupted_findings(flow, stop.signum, params).write(findings)
+        if threading.current_thread() is threading.main_thread():
+            raise
+        message = f"interrupted by {stop.signal_name}"
+        return RunResult(stop.exit_code, executed, None, findings, None, message)
     if failure is not None:
         code, message = failure
         return RunResult(code, executed, html, findings, "INCOMPLETE_EVIDENCE", message)
@@ -391,6 +424,21 @@ def failed_findings(flow: str, message: str, parameters: Mapping[str, Any]) -> F
         f"the {flow} run stopped before its verdict",
         message,
         "Fix what the message says (the executed notebook shows the failing cell), then run again.",
+    )
+    shown = {k: v for k, v in parameters.items() if k not in ("evidence", "findings_path")}
+    provenance = Provenance(parameters={"flow_parameters": shown})
+    return Findings(flow, Verdict.INCOMPLETE_EVIDENCE, {}, (item,), provenance)
+
+
+def interrupted_findings(flow: str, signum: int, parameters: Mapping[str, Any]) -> Findings:
+    """The findings of a run stopped by a signal: INCOMPLETE_EVIDENCE, ``run/interrupted``."""
+    name = signal.Signals(signum).name
+    item = Finding(
+        "run/interrupted",
+        Severity.CRITICAL,
+        f"the {flow} run was interrupted by {name} before its verdict",
+        f"The run received {name} and stopped its notebook; no verdict was reached.",
+        "Run the flow again.",
     )
     shown = {k: v for k, v in parameters.items() if k not in ("evidence", "findings_path")}
     provenance = Provenance(parameters={"flow_parameters": shown})

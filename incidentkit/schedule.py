@@ -17,6 +17,7 @@ import pandas as pd
 from incidentkit.errors import ParameterError
 from incidentkit.findings import Finding, Severity, iso_text
 from incidentkit.manifest import Manifest, Window, parse_duration
+from incidentkit.outputs import exclusive
 from incidentkit.times import utc_timestamp
 
 STAMP = "%Y-%m-%dT%H%M%SZ"
@@ -165,8 +166,10 @@ def stamped_folder(out: str | os.PathLike[str], at: pd.Timestamp) -> Path:
 
 
 def point_latest(folder: Path) -> Path:
-    """Make ``<folder's parent>/latest`` a symlink to ``folder``, atomically (a reader sees the
-    previous run or this one, never no link); returns the link."""
+    """Point ``<folder's parent>/latest`` at ``folder`` unless it already points at a later run
+    (a folder named after a later as_of): runs that finish out of order never move it back.
+    The link is replaced atomically (a reader sees the previous run or this one, never no
+    link), under a lock, so two runs never race for it; returns the link."""
     link = folder.parent / LATEST
     if link.exists() and not link.is_symlink():
         raise ParameterError(
@@ -174,7 +177,17 @@ def point_latest(folder: Path) -> Path:
             value=str(link),
             fix=f"remove or rename it; --timestamped keeps {LATEST} pointing at the last run",
         )
-    temporary = folder.parent / f".{LATEST}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
-    os.symlink(folder.name, temporary)  # relative: the tree can move
-    os.replace(temporary, link)
+    with exclusive(folder.parent):
+        current = os.readlink(link) if link.is_symlink() else None
+        if current is not None and _run_order(current) > _run_order(folder.name):
+            return link
+        temporary = folder.parent / f".{LATEST}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+        os.symlink(folder.name, temporary)  # relative: the tree can move
+        os.replace(temporary, link)
     return link
+
+
+def _run_order(name: str) -> tuple[str, int]:
+    """A run folder's place in time: its stamp, then its ``-N`` suffix as a number."""
+    stamp, _, suffix = Path(name).name.partition("Z-")
+    return (stamp, int(suffix)) if suffix.isdigit() else (Path(name).name.removesuffix("Z"), 1)
