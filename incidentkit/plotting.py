@@ -27,11 +27,23 @@ class Picture:
 
 
 def show(ax: Axes, *, dpi: int = 100) -> Picture:
-    """Render the figure holding ``ax`` for display as a notebook cell's last value."""
+    """Render the figure holding ``ax`` for display as a notebook cell's last value.
+
+    Every text is drawn as written: a ``$`` in a label from evidence (a tool or thread name)
+    starts no mathtext, which would draw something else or fail the cell (``$\\x$``).
+    """
     import io
 
+    from matplotlib import rc_context
+    from matplotlib.text import Text
+
+    figure = ax.get_figure(root=True)
+    assert figure is not None  # an Axes always lives in a figure
+    for text in figure.findobj(Text):
+        text.set_parse_math(False)
     buffer = io.BytesIO()
-    ax.get_figure(root=True).savefig(buffer, format="png", dpi=dpi)  # type: ignore[union-attr]
+    with rc_context({"text.parse_math": False}):  # tick labels made while drawing
+        figure.savefig(buffer, format="png", dpi=dpi)
     return Picture(buffer.getvalue())
 
 

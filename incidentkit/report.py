@@ -1,5 +1,10 @@
 """The report layer: findings as Markdown and HTML, tables for people, the summary block.
 
+Every value from evidence, the manifest or parameters is escaped where it is written, so no
+value can become markup in a report: :func:`table` escapes every cell and header,
+:func:`markdown_text` every value put into Markdown, :func:`summary_html` every value put into
+its HTML.
+
 - :func:`table` renders a frame for a person (no index, a dash for missing values, lists as
   comma lists, long text wrapped and never cut): notebooks call it for every table they show.
 - :func:`summary_html` is the block the HTML report opens with, made from ``findings.json``:
@@ -48,17 +53,34 @@ def plain(value: Any) -> str:
     return str(value)
 
 
+_MARKDOWN_SYNTAX = re.compile(r"([!\"#$%'()*+,\-./:;=?@\[\\\]^_`{|}~])")
+"""ASCII punctuation but ``&<>`` (those become entities): CommonMark reads each one after a
+backslash as itself, so escaped text can open no link, code span, emphasis, list or table."""
+_LINE_BREAK = re.compile(r"\r\n?|\n")
+
+
+def markdown_text(value: Any) -> str:
+    """``value`` as :func:`plain` reads it, as Markdown inline text that renders as exactly
+    that text: HTML escaped, Markdown syntax backslash-escaped, line breaks read as spaces
+    (a blank line would end the paragraph, list item or table it is in)."""
+    text = _MARKDOWN_SYNTAX.sub(r"\\\1", _LINE_BREAK.sub(" ", plain(value)))
+    return html.escape(text, quote=False)
+
+
 def table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> Any:
     """``frame`` as a table for people (a pandas Styler): no index, values as :func:`plain`
-    reads them, long text wrapped, never cut. An empty frame reads "No rows." with its
-    columns named, not as a bare header."""
+    reads them, every cell and header HTML-escaped, long text wrapped, never cut. An empty
+    frame reads "No rows." with its columns named, not as a bare header."""
     shown = frame if columns is None else frame[list(columns)]
     if shown.empty:
-        return MarkdownView(f"_No rows_ ({', '.join(map(str, shown.columns))}).")
+        named = ", ".join(markdown_text(c) for c in shown.columns)
+        return MarkdownView(f"_No rows_ ({named}).")
     text = shown.astype(object).map(plain) if len(shown) else shown.astype(object)
     return (
         text.reset_index(drop=True)
-        .style.hide(axis="index")
+        .style.format(escape="html")
+        .format_index(escape="html", axis=1)
+        .hide(axis="index")
         .set_table_styles(
             [
                 {"selector": "th", "props": [("text-align", "left")]},
@@ -76,30 +98,30 @@ def table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> Any:
     )
 
 
-def _cell(value: Any) -> str:
-    return plain(value).replace("|", "\\|").replace("\n", " ")
-
-
 def markdown_table(rows: Sequence[dict[str, Any]], *, limit: int = 10) -> str:
-    """A Markdown table of the first ``limit`` rows (columns of the first row)."""
+    """A Markdown table of the first ``limit`` rows (columns of the first row), every header
+    and cell :func:`markdown_text`."""
     if not rows:
         return ""
     columns = list(rows[0])
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(_cell(row.get(c)) for c in columns) + " |" for row in rows[:limit]]
+    cells = [[markdown_text(row.get(c)) for c in columns] for row in rows[:limit]]
+    lines = ["| " + " | ".join(map(markdown_text, columns)) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(row) + " |" for row in cells]
     if len(rows) > limit:
         lines.append(f"\n… and {len(rows) - limit} more rows in findings.json")
     return "\n".join(lines)
 
 
 def finding_markdown(item: Finding, *, limit: int = 10) -> str:
-    """One finding: title, why, what to do, and the rows that prove it (``limit`` 0: none)."""
+    """One finding: title, why, what to do, and the rows that prove it (``limit`` 0: none);
+    its texts, which quote evidence, as :func:`markdown_text`."""
+    m = markdown_text
     parts = [
-        f"### {item.severity.value}: {item.title}",
+        f"### {m(item.severity.value)}: {m(item.title)}",
         "",
-        item.detail,
+        m(item.detail),
         "",
-        f"**What to do:** {item.action}",
+        f"**What to do:** {m(item.action)}",
     ]
     if item.rows and limit:
         parts += ["", markdown_table(list(item.rows), limit=limit)]
@@ -107,22 +129,24 @@ def finding_markdown(item: Finding, *, limit: int = 10) -> str:
 
 
 def findings_markdown(findings: Findings, *, limit: int = 10) -> str:
-    """The whole findings document as Markdown, most severe findings first."""
+    """The whole findings document as Markdown, most severe findings first; every value
+    from the findings as :func:`markdown_text`."""
+    m = markdown_text
     head = [
-        f"## Findings — {findings.flow}: {findings.verdict.value}",
+        f"## Findings — {m(findings.flow)}: {m(findings.verdict.value)}",
         "",
         VERDICT_WORDS[findings.verdict.value],
         "",
     ]
     evidence = findings.evidence
     if evidence.title:
-        head.append(f"- incident: {evidence.title}")
+        head.append(f"- incident: {m(evidence.title)}")
     if evidence.window:
-        head.append(f"- window (UTC): {evidence.window[0]} .. {evidence.window[1]}")
+        head.append(f"- window (UTC): {m(evidence.window[0])} .. {m(evidence.window[1])}")
     if evidence.as_of:
-        head.append(f"- as of (UTC): {evidence.as_of}")
+        head.append(f"- as of (UTC): {m(evidence.as_of)}")
     counts = ", ".join(f"{k} {v}" for k, v in findings.summary.items() if v)
-    head += [f"- counts: {counts or 'none'}", ""]
+    head += [f"- counts: {m(counts or 'none')}", ""]
     items = sorted(findings.items, key=lambda f: SEVERITY_ORDER[f.severity.value])
     body = [finding_markdown(item, limit=limit) for item in items]
     return "\n".join(head) + "\n" + "\n\n".join(body) + "\n"
@@ -130,7 +154,8 @@ def findings_markdown(findings: Findings, *, limit: int = 10) -> str:
 
 @dataclass(frozen=True)
 class MarkdownView:
-    """Text that Jupyter renders as Markdown when it is a cell's last value."""
+    """Text that Jupyter renders as Markdown when it is a cell's last value. ``text`` is
+    Markdown the kit wrote: any value from evidence in it goes through :func:`markdown_text`."""
 
     text: str
 
@@ -156,20 +181,28 @@ VERDICT_COLOURS = {"CLEAN": "#2e7d4f", "ACTION_NEEDED": "#b25e09", "INCOMPLETE_E
 _STEP = re.compile(r"(?:^|\s)(\d+)\) ")
 
 
+def _e(value: str) -> str:
+    """Text for the summary block: HTML-escaped, line breaks as spaces. The block reaches the
+    report as a Markdown cell's HTML, which a blank line would end: what followed it would be
+    read as Markdown (a link from evidence text, say)."""
+    return html.escape(_LINE_BREAK.sub(" ", value))
+
+
 def _steps_html(action: str) -> str:
     """An action as HTML: numbered steps (``1) ... 2) ...``) become a list, one step a line."""
     parts = _STEP.split(action)
     if len(parts) < 5 or parts[1] != "1":  # fewer than two steps: plain text
-        return html.escape(action)
+        return _e(action)
     lead, steps = parts[0].strip(), parts[2::2]
-    items = "".join(f"<li>{html.escape(step.strip())}</li>" for step in steps)
-    return (html.escape(lead) + " " if lead else "") + f"<ol style='margin:0.2em 0'>{items}</ol>"
+    items = "".join(f"<li>{_e(step.strip())}</li>" for step in steps)
+    return (_e(lead) + " " if lead else "") + f"<ol style='margin:0.2em 0'>{items}</ol>"
 
 
 def summary_html(findings: Findings, *, actions: int = 5) -> str:
     """The block a report opens with: verdict, app, window, as_of, counts, settings, and the
-    first ``actions`` things to do, most severe first. Made from findings alone."""
-    e = html.escape
+    first ``actions`` things to do, most severe first. Made from findings alone; every value
+    in it escaped."""
+    e = _e
     evidence = findings.evidence
     parameters = dict(evidence.parameters)
     sources = parameters.pop("settings_from", {})

@@ -230,14 +230,26 @@ def scan_for_secrets(paths: list[Path], secrets: list[str]) -> list[Path]:
     return leaked
 
 
+REPORT_TEMPLATE = """{%- extends 'lab/index.html.j2' -%}
+{%- block html_head_js -%}{%- endblock html_head_js -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+"""
+"""nbconvert's lab page without its scripts: require.js, MathJax and mermaid come from a CDN,
+and MathJax would typeset a ``$...$`` in evidence text as TeX. A report is read offline, in
+incident channels, and nothing in it runs."""
+
+
 def render_html(
     notebook: Path, html: Path, *, show_code: bool, findings: Path | None = None, flow: str = ""
 ) -> None:
     """A standalone HTML report of an executed notebook (code hidden unless asked).
 
     With ``findings`` it opens with their summary block (verdict, app, window, counts, first
-    actions) and the page is titled by the incident and the flow.
+    actions) and the page is titled by the incident and the flow. The page loads no script
+    (:data:`REPORT_TEMPLATE`).
     """
+    import jinja2
     import nbformat
     from nbconvert import HTMLExporter
 
@@ -250,7 +262,11 @@ def render_html(
         nb.cells.insert(0, nbformat.v4.new_markdown_cell(summary_html(document)))
         title = f"{document.evidence.title or 'incident'} — {flow or document.flow}"
     exporter = HTMLExporter(
-        exclude_input=not show_code, exclude_input_prompt=True, exclude_output_prompt=True
+        exclude_input=not show_code,
+        exclude_input_prompt=True,
+        exclude_output_prompt=True,
+        extra_loaders=[jinja2.DictLoader({"incidentkit-report.html.j2": REPORT_TEMPLATE})],
+        template_file="incidentkit-report.html.j2",
     )
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
     html.write_text(body, encoding="utf-8")

@@ -1,12 +1,45 @@
 from __future__ import annotations
 
+import html
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
+from hypothesis import given
+from hypothesis import strategies as st
+from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
-from incidentkit.findings import Finding, Findings, Provenance, Severity
-from incidentkit.report import findings_markdown, markdown_table, plain, record, summary_html, table
+from incidentkit.findings import Finding, Findings, Provenance, Severity, Verdict
+from incidentkit.report import (
+    findings_markdown,
+    markdown_table,
+    markdown_text,
+    plain,
+    record,
+    summary_html,
+    table,
+)
+
+HOSTILE = (
+    "<img src=x onerror=alert(1)></script><script>alert(1)</script></title>"
+    "<script>alert(2)</script>`a` ``b`` [x](javascript:alert(3)) <javascript:alert(3)> "
+    "*em* _u_ ~~s~~ $x$ | &lt; \\ https://example.com"
+)
+
+
+def rendered(markdown: str) -> str:
+    """``markdown`` as nbconvert renders it into a report (raw HTML kept, as it does)."""
+    return markdown2html_mistune(markdown)
+
+
+def tags(page: str) -> set[str]:
+    return {tag.lower() for tag in re.findall(r"<([a-zA-Z][\w-]*)", page)}
+
+
+def shown(page: str) -> str:
+    """The text a reader sees of ``page``, whitespace collapsed."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
 
 
 def sample() -> Findings:
@@ -32,12 +65,41 @@ def sample() -> Findings:
 
 
 def test_markdown_puts_the_most_severe_first_and_escapes_cells() -> None:
-    text = findings_markdown(sample())
-    assert text.startswith("## Findings — orphans: ACTION_NEEDED")
+    page = rendered(findings_markdown(sample()))
+    text = shown(page)
+    assert text.startswith("Findings — orphans: ACTION_NEEDED ¶ Action needed:")
     assert text.index("CRITICAL: 1 run may have sent") < text.index("INFO: 1 live lease")
-    assert "**What to do:** Ask billing for send-invoice:INV-7." in text
-    assert "| r-1 | a\\|b c |" in text
+    assert "<strong>What to do:</strong> Ask billing for send-invoice:INV-7.</p>" in page
+    assert "<td>r-1</td>\n  <td>a|b c</td>" in page  # the pipe and the line break in one cell
     assert "counts: runs 3, orphans 1" in text and "crash_loops" not in text
+    assert tags(page) == {"h2", "h3", "a", "p", "ul", "li", "strong", "table"} | {
+        "thead",
+        "tbody",
+        "tr",
+        "th",
+        "td",
+    }  # the heading anchors are nbconvert's
+
+
+@given(
+    st.text(max_size=60) | st.text(alphabet="<>&[]()!`*_~\\$|#-+=.:/ \n\tajvs'\";1", max_size=60)
+)
+def test_markdown_text_renders_as_the_text_it_is(value: str) -> None:
+    page = rendered("x " + markdown_text(value))
+    assert tags(page) <= {"p"}  # no tag, link, code span or emphasis of its own
+    assert shown(page) == " ".join(("x " + value).split())
+
+
+def test_markdown_text_escapes_html_and_markdown_of_evidence() -> None:
+    item = Finding("x/y", Severity.CRITICAL, HOSTILE, HOSTILE, HOSTILE, ({HOSTILE: HOSTILE},))
+    document = Findings("x", Verdict.ACTION_NEEDED, {"runs": 1}, (item,), Provenance(HOSTILE))
+    page = rendered(findings_markdown(document))
+    assert tags(page) == {"h2", "h3", "a", "p", "ul", "li", "strong"} | {
+        *("table", "thead", "tbody", "tr", "th", "td"),
+    }
+    assert all(link.startswith("#") for link in re.findall(r'href="([^"]*)"', page))
+    assert shown(page).count(HOSTILE) == 6  # title, finding's title, why, what to do, row
+    assert "&amp;lt;" in page and "<javascript" not in page
 
 
 def test_markdown_table_says_how_many_rows_it_left_out() -> None:
@@ -53,7 +115,7 @@ def test_record_writes_the_document_and_returns_a_display(tmp_path: Path) -> Non
     assert written["items"][1]["rows"] == [{"run_id": "r-1", "note": "a|b\nc"}]  # all kept
     # The display has no row tables: the story's tables showed them, findings.json keeps them.
     assert view._repr_markdown_() == findings_markdown(sample(), limit=0)
-    assert "| r-1 |" not in view._repr_markdown_()
+    assert "<table>" not in rendered(view._repr_markdown_())
 
 
 def test_a_long_text_is_never_cut() -> None:
@@ -128,3 +190,25 @@ def test_numbered_steps_of_an_action_become_a_list_in_the_summary() -> None:
         "<li>Return a structured result.</li><li>Alert at 45 s.</li></ol>"
     ) in block
     assert "See 2) below, then act." in block  # one number is no list of steps
+
+
+def test_tables_escape_every_cell_and_header() -> None:
+    frame = pd.DataFrame({"<b>tool</b>": [HOSTILE, "a & b", "plain"]})
+    page = table(frame).to_html()
+    assert tags(page) == {"style", "table", "thead", "tr", "th", "tbody", "td"}
+    assert shown(page).count(HOSTILE) == 1 and "a &amp; b" in page and ">plain<" in page
+    assert "&lt;b&gt;tool&lt;/b&gt;" in page and "&amp;amp;" not in page  # escaped once
+    empty = table(frame.iloc[0:0])._repr_markdown_()
+    assert shown(rendered(empty)) == "No rows (<b>tool</b>)."
+
+
+def test_a_blank_line_in_a_value_cannot_end_the_summary_block() -> None:
+    """The block reaches the report as a Markdown cell's HTML: a blank line in a value would
+    end it, and the rest would be read as Markdown (a link)."""
+    title = "INC-7\n\n[click](javascript:alert(1)) *x*\r\n\r\n<b>y</b>"
+    action = "1) a\n\n[x](javascript:alert(2)) 2) b"
+    item = Finding("x/y", Severity.CRITICAL, "t", "why", action)
+    document = Findings("x", Verdict.ACTION_NEEDED, {}, (item,), Provenance(title))
+    page = rendered(summary_html(document))
+    assert "<a" not in page and "<em>" not in page and "<b>y" not in page
+    assert "INC-7 [click](javascript:alert(1)) *x* <b>y</b>" in shown(page)

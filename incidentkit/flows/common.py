@@ -351,10 +351,9 @@ def setting(
 
 def notes_view(notes: Iterable[str]) -> Any:
     """What a flow cannot tell from the sources present, as a Markdown list for the notebook
-    ("Every source is present." when nothing is missing)."""
-    import html
+    ("Every source is present." when nothing is missing); a note can quote evidence, so each
+    is :func:`~incidentkit.report.markdown_text`."""
+    from incidentkit.report import MarkdownView, markdown_text
 
-    from incidentkit.report import MarkdownView
-
-    listed = "\n".join(f"- {html.escape(note, quote=False)}" for note in notes)
+    listed = "\n".join(f"- {markdown_text(note)}" for note in notes)
     return MarkdownView(listed or "Every source is present.")
