@@ -479,7 +479,9 @@ def cast_columns(frame: pd.DataFrame, columns: Mapping[str, str], *, what: str) 
     """Exactly ``columns`` (name → dtype) of ``frame``, in order, with a fresh RangeIndex.
 
     Times become UTC nanoseconds (naive datetime64 columns are refused; object columns of
-    aware timestamps are converted), missing text NaN, missing flags False.
+    aware timestamps are converted), missing text NaN, missing flags False. A value the
+    column's type cannot hold (a missing count, text in a number column) is a SchemaError
+    naming the column and the row.
     """
     frame = frame.reset_index(drop=True)
     out = {}
@@ -494,8 +496,25 @@ def cast_columns(frame: pd.DataFrame, columns: Mapping[str, str], *, what: str) 
         elif dtype == STR:
             out[col] = _as_text(series)
         else:
-            out[col] = series.astype(cast(Any, dtype))  # a dtype name of the frame contracts
+            out[col] = _cast(series, dtype, what=f"{what}: column {col}")
     return pd.DataFrame(out, index=pd.RangeIndex(len(frame)))
+
+
+def _cast(series: pd.Series, dtype: str, *, what: str) -> pd.Series:
+    """``series`` as ``dtype`` (a dtype name of the frame contracts), or a SchemaError."""
+    try:
+        return series.astype(cast(Any, dtype))
+    except (ValueError, TypeError, OverflowError) as err:
+        missing = series.isna()
+        if dtype == INT and missing.any():  # int64 holds no missing value
+            value: object = f"row {missing.idxmax()}: missing"
+        else:
+            value = str(err)[:200]
+        raise SchemaError(
+            f"{what} cannot be read as {dtype}",
+            value=value,
+            fix="the loader must give every row a value of that type (a reject otherwise)",
+        ) from err
 
 
 def text_array(values: Sequence[str | None] | pa.Array[Any] | npt.NDArray[np.object_]) -> Any:
@@ -510,13 +529,21 @@ def _as_text(series: pd.Series) -> pd.Series:
 
 
 def _utc_column(series: pd.Series, *, what: str) -> pd.Series:
-    if isinstance(series.dtype, pd.DatetimeTZDtype):
-        converted: pd.Series = series.dt.tz_convert("UTC").dt.as_unit("ns")
-        return converted
-    if series.isna().all():
+    aware = isinstance(series.dtype, pd.DatetimeTZDtype)
+    if not aware and series.isna().all():
         return pd.Series(pd.NaT, index=series.index, dtype=TS)
-    if series.dtype == object:
-        return pd.to_datetime(series, utc=True).dt.as_unit("ns")
+    if aware or series.dtype == object:
+        try:  # times past the nanosecond range (years 1677-2262) are no frame's times
+            if aware:
+                converted: pd.Series = series.dt.tz_convert("UTC").dt.as_unit("ns")
+                return converted
+            return pd.to_datetime(series, utc=True).dt.as_unit("ns")
+        except (ValueError, TypeError, OverflowError) as err:  # OutOfBoundsDatetime: ValueError
+            raise SchemaError(
+                f"{what} holds values that are not times in the frames' range",
+                value=str(err)[:200],
+                fix="convert it with incidentkit.times.to_utc before conforming",
+            ) from err
     raise SchemaError(
         f"{what} is not timezone-aware",
         value=str(series.dtype),

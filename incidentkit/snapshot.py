@@ -2,10 +2,12 @@
 
 A snapshot is a folder that is itself evidence: ``evidence.toml`` (format ``parquet`` in every
 section) beside one folder per section of Parquet frames, their rejects and warnings
-(:mod:`incidentkit.sources.parquet`), ``coverage.json`` (what the incident's window covered,
-as ``incidentkit inspect --json`` reports it) and ``source-evidence.toml`` (the manifest it
-was taken of, unchanged). A postmortem then re-runs every flow on exactly what the incident
-saw, after production retention has dropped the rows.
+(:mod:`incidentkit.sources.parquet`), ``snapshot.json`` (every part's rows and sha256, checked
+when the snapshot is read), ``coverage.json`` (what the incident's window covered, as
+``incidentkit inspect --json`` reports it) and ``source-evidence.toml`` (the content of the
+manifest it was taken of: its keys and values, without its comments). A postmortem then
+re-runs every flow on exactly what the incident saw, after production retention has dropped
+the rows.
 
 Each source is read whole, not cut to the window: flows read beyond it (a session's history,
 the app's other sessions, a baseline), and a snapshot must answer them as the source did.
@@ -15,10 +17,12 @@ ended), app, sessions, invocations and app profiles. The same evidence gives the
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
 import shutil
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,7 +31,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from incidentkit.coverage import Coverage, measure
-from incidentkit.errors import ParameterError
+from incidentkit.errors import ManifestError, ParameterError
 from incidentkit.evidence import Evidence
 from incidentkit.findings import generator
 from incidentkit.manifest import (
@@ -38,7 +42,7 @@ from incidentkit.manifest import (
     Manifest,
     load_manifest,
 )
-from incidentkit.sources.parquet import EXTRA, SECTION_FRAMES, SUFFIX, frame_table
+from incidentkit.sources.parquet import EXTRA, SECTION_FRAMES, SUFFIX, frame_table, write_record
 
 SOURCE_MANIFEST = "source-evidence.toml"
 COVERAGE = "coverage.json"
@@ -74,9 +78,10 @@ def take(
         rows: dict[str, int] = {}
         for section in (name for name in SECTIONS if name in manifest.sources):
             rows.update(_write_section(whole, section, partial / section))
+        write_record(partial, rows)
         (partial / MANIFEST_NAME).write_text(manifest_text(manifest, title=whole.title))
         if manifest.path is not None:
-            shutil.copyfile(manifest.path, partial / SOURCE_MANIFEST)
+            (partial / SOURCE_MANIFEST).write_text(source_manifest_text(manifest.path))
         coverage = _coverage(partial, manifest, environ)
         (partial / COVERAGE).write_text(
             json.dumps(coverage.to_dict(), indent=2, sort_keys=True) + "\n"
@@ -157,6 +162,42 @@ def manifest_text(manifest: Manifest, *, title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def source_manifest_text(path: Path) -> str:
+    """The content of the manifest at ``path`` as TOML: its keys and values in their order,
+    never its comments (a commented-out URL may hold a password)."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as err:  # changed since read
+        raise ManifestError(
+            "the manifest changed while the snapshot was taken",
+            value=f"{path}: {err}",
+            fix="leave it unchanged while the snapshot is taken, then take it again",
+        ) from err
+    head = [
+        f"# The content of the manifest this snapshot was taken of ({path.name}): its keys and",
+        "# values, without its comments. Relative paths name files beside that manifest.",
+    ]
+    return "\n".join([*head, *_table_lines(data, ())]) + "\n"
+
+
+def _table_lines(table: Mapping[str, Any], path: tuple[str, ...]) -> list[str]:
+    """A TOML table: its values, then each table inside it under its own header (in a
+    section, a table of values only is written inline, as ``columns = { ... }``)."""
+    tables = {k: v for k, v in table.items() if isinstance(v, Mapping) and _headed(v, path)}
+    lines = [f"{_key(k)} = {_value(v)}" for k, v in table.items() if k not in tables]
+    for key, inner in tables.items():
+        inside = (*path, key)
+        body = _table_lines(inner, inside)
+        if not body or body[0]:  # a table of tables only needs no header of its own
+            body = ["", f"[{'.'.join(map(_key, inside))}]", *body]
+        lines += body
+    return lines
+
+
+def _headed(table: Mapping[str, Any], path: tuple[str, ...]) -> bool:
+    return not path or any(isinstance(value, Mapping) for value in table.values())
+
+
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
@@ -165,11 +206,14 @@ def _key(key: str) -> str:
 
 
 def _value(value: Any) -> str:
-    """A TOML value of the kinds a manifest holds: text, booleans, numbers, lists, tables."""
+    """A TOML value of the kinds a manifest holds: text, booleans, numbers, times, lists,
+    tables."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
-        return repr(value)
+        return repr(value)  # TOML spells inf and nan as Python does
+    if isinstance(value, dt.date | dt.time):  # TOML's times are ISO 8601, as isoformat gives
+        return value.isoformat()
     if isinstance(value, str):  # JSON's escapes are TOML's; DEL must be escaped in TOML only
         return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
     if isinstance(value, list | tuple):

@@ -43,6 +43,48 @@ def test_conform_names_missing_columns() -> None:
         frames.conform("rejects", pd.DataFrame({"source": ["a"], "location": ["b"]}))
 
 
+def _histogram(**columns: object) -> pd.DataFrame:
+    rows = {
+        "histogram": ["h", "h", "h"],
+        "taken_at": pd.to_datetime(["2026-11-29T03:00Z"] * 3, utc=True),
+        "rank": [1, 2, 3],
+        "class": ["a", "b", "c"],
+        "module": [None, None, None],
+        "instances": [1, 2, 3],
+        "bytes": [16, 32, 48],
+    }
+    return pd.DataFrame({**rows, **columns})
+
+
+@pytest.mark.parametrize(
+    ("column", "values", "said"),
+    [
+        ("bytes", [16, None, 48], r"column bytes cannot be read as int64: 'row 1: missing'"),
+        ("instances", ["1", "x", "3"], r"column instances cannot be read as int64: .*'x'"),
+        ("rank", [1, 2**64, 3], r"column rank cannot be read as int64"),
+    ],
+)
+def test_conform_names_the_column_and_row_a_count_cannot_hold(
+    column: str, values: list[object], said: str
+) -> None:
+    """A count the frame's type cannot hold is a SchemaError naming it, never pandas' own."""
+    frame = _histogram(**{column: pd.Series(values, dtype=object)})
+    with pytest.raises(SchemaError, match=said):
+        frames.conform("class_histograms", frame)
+
+
+@pytest.mark.parametrize(
+    "taken",
+    [
+        pd.Series(["2026-11-29T03:00Z", "soon", None], dtype=object),
+        pd.Series(pd.to_datetime(["3000-01-01T00:00Z"] * 3, utc=True).as_unit("us")),
+    ],
+)
+def test_conform_refuses_values_that_are_not_times_in_range(taken: pd.Series) -> None:
+    with pytest.raises(SchemaError, match="column taken_at holds values that are not times"):
+        frames.conform("class_histograms", _histogram(taken_at=taken))
+
+
 def test_conform_refuses_naive_timestamps() -> None:
     frame = pd.DataFrame(
         {

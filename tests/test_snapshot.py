@@ -3,15 +3,20 @@
 Frames, rejects and warnings equal the source's under the filters flows narrow to (the
 manifest's, none, one app, one session, a cut window, some invocations); every flow gives
 the same findings on the snapshot; the same input gives the same bytes; a database incident
-snapshots like a file one; and bad snapshots or targets give clear errors.
+snapshots like a file one; the source manifest is kept as its content, never its comments;
+and bad snapshots or targets give clear errors (``tests/sources/test_parquet.py`` breaks a
+snapshot's parts one way at a time).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib
 import inspect
 import json
 import os
+import shutil
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +25,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import read_run
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from incidentkit.batch import skip_reason
 from incidentkit.cli import main
@@ -29,7 +36,8 @@ from incidentkit.evidence import FRAME_SOURCES, Evidence, open_evidence
 from incidentkit.flows import FLOWS
 from incidentkit.manifest import Filters, Window, load_manifest
 from incidentkit.simulate import simulate
-from incidentkit.snapshot import COVERAGE, SOURCE_MANIFEST, take
+from incidentkit.snapshot import COVERAGE, SOURCE_MANIFEST, _table_lines, take
+from incidentkit.sources.parquet import RECORD
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PACKS = sorted(p.name for p in FIXTURES.iterdir() if (p / "evidence.toml").is_file())
@@ -133,10 +141,62 @@ def test_the_same_evidence_gives_the_same_bytes(tmp_path: Path) -> None:
     files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
     assert Path("evidence.toml") in files and Path(COVERAGE) in files
     assert Path(SOURCE_MANIFEST) in files and Path("events/events.parquet") in files
+    assert Path(RECORD) in files
     assert files == sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file())
     for name in files:
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
-    assert (first / SOURCE_MANIFEST).read_bytes() == (pack / "evidence.toml").read_bytes()
+    kept = tomllib.loads((first / SOURCE_MANIFEST).read_text())
+    assert kept == tomllib.loads((pack / "evidence.toml").read_text())
+
+
+def test_the_source_manifest_keeps_its_content_not_its_comments(tmp_path: Path) -> None:
+    """A commented-out URL with a password stays out of the snapshot; every key and value of
+    the manifest, times and nested tables included, is kept."""
+    pack = Path(shutil.copytree(FIXTURES / "healthy", tmp_path / "pack"))
+    manifest = pack / "evidence.toml"
+    text = manifest.read_text().replace(
+        'window = { start = "2026-11-29T09:00:00.000Z", end = "2026-11-29T10:00:00.000Z" }',
+        "window = { start = 2026-11-29T09:00:00Z, end = 2026-11-29T10:00:00.000+00:00 }",
+    )
+    assert text != manifest.read_text()
+    secret = "postgresql://agent:hunter2@db.internal/prod"
+    text = text.replace('format = "csv"', f'format = "csv"  # url = "{secret}"')
+    manifest.write_text(f'# url = "{secret}"\n{text}')
+    folder = take(pack, tmp_path / "snap").folder
+    kept = (folder / SOURCE_MANIFEST).read_text()
+    assert "hunter2" not in kept
+    assert tomllib.loads(kept) == tomllib.loads(manifest.read_text())
+    assert "hunter2" not in "".join(
+        p.read_text(errors="replace") for p in folder.rglob("*") if p.is_file()
+    )
+
+
+_KEYS = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=8)
+_SCALARS = (
+    st.text(st.characters(exclude_categories=("Cs",)), max_size=12)
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False)
+    | st.booleans()
+    | st.datetimes(
+        timezones=st.none()
+        | st.builds(dt.timezone, st.integers(-1439, 1439).map(lambda m: dt.timedelta(minutes=m)))
+    )
+    | st.dates()
+    | st.times()
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(st.dictionaries(_KEYS, _VALUES | st.dictionaries(_KEYS, _VALUES, max_size=4), max_size=5))
+@settings(max_examples=300, deadline=None)
+def test_the_source_manifest_writer_gives_back_what_toml_read(data: dict[str, Any]) -> None:
+    """Whatever TOML holds (text with any character, numbers, times, lists, nested tables)
+    is written so that TOML reads it back equal."""
+    assert tomllib.loads("\n".join(_table_lines(data, ()))) == data
 
 
 def test_payloads_keep_their_json_values(tmp_path: Path) -> None:
@@ -192,7 +252,9 @@ def test_a_window_cut_of_a_recording_warns_as_its_source(tmp_path: Path) -> None
     """A window that holds none of a recording's events warns on a snapshot as on the source."""
     recording = Path(__file__).parent / "data" / "jfr" / "stalled-agent.json.gz"
     (tmp_path / "pack").mkdir()
-    (tmp_path / "pack" / "evidence.toml").write_text(f'[jfr]\npath = "{recording}"\n')
+    (tmp_path / "pack" / "evidence.toml").write_text(
+        f'allow_outside = true\n[jfr]\npath = "{recording}"\n'
+    )
     source = open_evidence(tmp_path / "pack")
     frozen = open_evidence(take(tmp_path / "pack", tmp_path / "snap").folder)
     pd.testing.assert_frame_equal(frozen.jfr_samples, source.jfr_samples)
@@ -221,10 +283,13 @@ def test_the_command_writes_a_snapshot_and_refuses_to_overwrite(
 def test_a_broken_snapshot_is_a_clear_error(tmp_path: Path) -> None:
     folder = take(FIXTURES / "healthy", tmp_path / "snap").folder
     (folder / "ledger" / "runs.parquet").write_bytes(b"not parquet")
+    with pytest.raises(SourceError, match=r"runs\.parquet is not the one it was taken with"):
+        open_evidence(folder).frame("runs")
+    (folder / RECORD).unlink()  # as a snapshot taken before records: read as it is
     with pytest.raises(SourceError, match="not a readable Parquet file"):
         open_evidence(folder).frame("runs")
     pq.write_table(pa.table({"run_id": ["r1"]}), folder / "ledger" / "runs.parquet")
-    with pytest.raises(SourceError, match="lacks columns"):
+    with pytest.raises(SourceError, match=r"lacks columns \['app_name', 'user_id'"):
         open_evidence(folder).frame("runs")
     (folder / "ledger" / "runs.parquet").unlink()
     with pytest.raises(SourceError, match="lacks its runs frame"):
@@ -233,6 +298,15 @@ def test_a_broken_snapshot_is_a_clear_error(tmp_path: Path) -> None:
     manifest.write_text(manifest.read_text().replace('path = "events"', 'url = "env:X"'))
     with pytest.raises(ManifestError, match="reads one snapshot folder"):
         load_manifest(folder)
+
+
+def test_a_snapshot_missing_a_part_is_refused_by_the_commands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = take(FIXTURES / "healthy", tmp_path / "snap").folder
+    (folder / "events" / "rejects.parquet").unlink()
+    assert main(["inspect", str(folder)]) == 2
+    assert "lacks its part events/rejects.parquet" in capsys.readouterr().out
 
 
 def test_a_snapshot_is_never_written_into_a_folder_that_holds_files(tmp_path: Path) -> None:

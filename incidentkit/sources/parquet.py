@@ -8,14 +8,20 @@ same rows from a snapshot as from the evidence it was taken of.
 
 Payload columns (JSON objects, lists, stacks) are stored as JSON text and decoded on load;
 every other column keeps its Arrow type (text, UTC nanosecond times, nullable integers).
+
+The snapshot's record (:data:`RECORD`, beside its ``evidence.toml``) lists every part with its
+rows and the sha256 of its bytes; a part that is missing, altered or another's is refused
+before it is decoded. A snapshot without a record (taken before there was one) opens with a
+warning that its parts cannot be verified.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 import numpy as np
@@ -23,13 +29,27 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from incidentkit.errors import SourceError
-from incidentkit.frames import OBJ, TUPLE_COLUMNS, conform, empty, rejects_frame, spec_of
+from incidentkit.errors import SchemaError, SourceError
+from incidentkit.frames import (
+    BOOL,
+    FLOAT,
+    INT,
+    NINT,
+    OBJ,
+    STR,
+    TS,
+    TUPLE_COLUMNS,
+    conform,
+    empty,
+    rejects_frame,
+    spec_of,
+)
 from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources import diagnostics, jfr, journal, ledger, session_state, spans
 from incidentkit.sources.adk_events import SESSION_KEYS, matches
 from incidentkit.sources.base import (
     Loaded,
+    all_distinct,
     bulk_decoding,
     concat_rejects,
     fast_loads,
@@ -50,6 +70,10 @@ SECTION_FRAMES: Mapping[str, tuple[str, ...]] = {
 """The frames each section's folder holds (besides its rejects and warnings)."""
 EXTRA = ("rejects", "warnings")
 SUFFIX = ".parquet"
+RECORD = "snapshot.json"
+"""The snapshot's record of its parts, beside its ``evidence.toml``."""
+RECORD_SCHEMA: Final = "incidentkit.snapshot/v1"
+_AGAIN = "take the snapshot again: incidentkit snapshot EVIDENCE --out DIR"
 
 Frames = dict[str, pd.DataFrame]
 
@@ -64,9 +88,16 @@ def load(
     """Read one snapshot section and keep what ``filters`` keep (``environ`` and ``lookup``
     are the other loaders' arguments: a snapshot needs neither)."""
     folder = _folder(spec)
+    record = read_record(folder.parent)
     with bulk_decoding():  # payload columns decode to many dicts (crash_recovery: 0.36 -> 0.26 s)
-        frames = {name: read_frame(folder, name) for name in SECTION_FRAMES[spec.section]}
-        rejects, warnings = (read_frame(folder, name) for name in EXTRA)
+        frames = {
+            name: read_frame(folder, name, record=record) for name in SECTION_FRAMES[spec.section]
+        }
+        rejects, warnings = (read_frame(folder, name, record=record) for name in EXTRA)
+    if record is None:
+        warnings = concat_rejects([warnings, _unverified(spec.section, folder)])
+    if spec.section == "events":
+        _require_distinct_ids(frames["events"], folder / f"events{SUFFIX}")
     narrowed = _NARROW[spec.section](frames, filters)
     if spec.section == "jfr" and _emptied(frames, narrowed) and filters.window is not None:
         span = [f["ts"].agg(how) for f in frames.values() if len(f) for how in ("min", "max")]
@@ -89,6 +120,31 @@ def _folder(spec: SourceSpec) -> Path:
     return folder
 
 
+def _unverified(section: str, folder: Path) -> pd.DataFrame:
+    note = {"source": section, "location": str(folder), "raw": None}
+    note["reason"] = (
+        f"the snapshot has no {RECORD} (taken before snapshots recorded their parts): its "
+        "files cannot be verified (a snapshot taken again records them)"
+    )
+    return rejects_frame([note], "warnings")
+
+
+def _require_distinct_ids(events: pd.DataFrame, path: Path) -> None:
+    """Refuse events that repeat an id: the kit's loaders keep each event once."""
+    ids = events["event_id"]
+    if all_distinct(ids):
+        return
+    repeated = ids[ids.duplicated(keep=False)]
+    first = repeated.iloc[0]
+    rows = repeated.index[repeated.eq(first) | (repeated.isna() & pd.isna(first))][:2].tolist()
+    raise SourceError(
+        f"the snapshot's events frame repeats event id {first!r} (rows {rows[0]} and "
+        f"{rows[1]}): a snapshot holds each event once",
+        value=str(path),
+        fix=_AGAIN,
+    )
+
+
 def column_values(spec: SourceSpec, name: str, column: str) -> list[str]:
     """The distinct values of one text column of a snapshot frame, read without the rest."""
     path = _folder(spec) / f"{name}{SUFFIX}"
@@ -98,7 +154,7 @@ def column_values(spec: SourceSpec, name: str, column: str) -> list[str]:
         raise SourceError(
             f"the snapshot's {name} frame is not a readable Parquet file ({err})",
             value=str(path),
-            fix="take the snapshot again: incidentkit snapshot EVIDENCE --out DIR",
+            fix=_AGAIN,
         ) from err
     return sorted(str(v) for v in values.to_pylist() if v is not None)
 
@@ -121,53 +177,224 @@ def frame_table(name: str, frame: pd.DataFrame) -> pa.Table:
     return pa.Table.from_pandas(pd.DataFrame(columns), preserve_index=False)
 
 
-def read_frame(folder: Path, name: str) -> pd.DataFrame:
-    """The ``name`` frame of a snapshot folder, conformed (an absent file: an empty frame)."""
+def read_frame(folder: Path, name: str, *, record: Record | None = None) -> pd.DataFrame:
+    """The ``name`` frame of a snapshot folder, conformed. With the snapshot's ``record`` the
+    part is checked against it first; without (an older snapshot), an absent rejects or
+    warnings part is an empty frame."""
     path = folder / f"{name}{SUFFIX}"
-    if not path.is_file():
+    if record is None and not path.is_file():
         if name in EXTRA:
             return empty(name)
-        raise SourceError(
-            f"the snapshot lacks its {name} frame",
-            value=str(path),
-            fix="take the snapshot again: incidentkit snapshot EVIDENCE --out DIR",
-        )
+        raise SourceError(f"the snapshot lacks its {name} frame", value=str(path), fix=_AGAIN)
+    source = path if record is None else pa.py_buffer(record.checked(path))
     try:
-        table = _read(path)
+        table = _read(source)
     except (OSError, pa.ArrowException) as err:
         raise SourceError(
             f"the snapshot's {name} frame is not a readable Parquet file ({err})",
             value=str(path),
-            fix="take the snapshot again: incidentkit snapshot EVIDENCE --out DIR",
+            fix=_AGAIN,
         ) from err
-    wanted = spec_of(name).names
-    missing = [col for col in wanted if col not in table.column_names]
-    if missing:
-        raise SourceError(
-            f"the snapshot's {name} frame lacks columns {missing}",
+    if record is not None and table.num_rows != record.parts[part_key(path)].rows:
+        raise SourceError(  # the bytes are the ones recorded: the record itself is wrong
+            f"the snapshot's {RECORD} lists {record.parts[part_key(path)].rows:,} rows for "
+            f"{part_key(path)}, which holds {table.num_rows:,}",
             value=str(path),
-            fix="take the snapshot again with this version of incidentkit",
+            fix=_RESTORE,
         )
-    frame = table.select(wanted).to_pandas()
-    for col, dtype in spec_of(name).columns:
-        if dtype == OBJ:
-            decode = _decoded_tuples if (name, col) in TUPLE_COLUMNS else _decoded
-            frame[col] = decode(frame[col], where=path)
-    return conform(name, frame)
+    _check_columns(table, name, path)
+    try:  # the pandas metadata is not read: a part's Arrow types are its contract
+        kept = table.select(spec_of(name).names).replace_schema_metadata(None)
+        frame = kept.to_pandas(types_mapper=_nullable)
+        for col, dtype in spec_of(name).columns:
+            if dtype == OBJ:
+                decode = _decoded_tuples if (name, col) in TUPLE_COLUMNS else _decoded
+                frame[col] = decode(frame[col], where=path)
+        return conform(name, frame)
+    except (pa.ArrowException, SchemaError, ValueError, TypeError, OverflowError) as err:
+        raise SchemaError(
+            f"the snapshot's {name} frame holds values the kit cannot read ({err})",
+            value=str(path),
+            fix=_AGAIN,
+        ) from err
+
+
+def _nullable(kind: pa.DataType) -> pd.api.extensions.ExtensionDtype | None:
+    """Integers come back nullable (the writer's nullable counts); conform makes plain ones
+    int64."""
+    return pd.Int64Dtype() if kind == pa.int64() else None
+
+
+def _text(kind: pa.DataType) -> bool:
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+
+
+def _integer(kind: pa.DataType) -> bool:  # uint64 past int64 would wrap
+    return pa.types.is_signed_integer(kind) or (
+        pa.types.is_unsigned_integer(kind) and kind.bit_width < 64
+    )
+
+
+_ARROW_TYPES: Mapping[str, tuple[str, Callable[[pa.DataType], bool]]] = {
+    STR: ("text", _text),
+    OBJ: ("JSON text", _text),
+    TS: ("times with a zone", lambda kind: pa.types.is_timestamp(kind) and kind.tz is not None),
+    INT: ("integers", _integer),
+    NINT: ("integers", _integer),
+    BOOL: ("booleans", pa.types.is_boolean),
+    FLOAT: ("numbers", lambda kind: pa.types.is_floating(kind) or _integer(kind)),
+}
+"""What each frame dtype is stored as (an all-null column may be Arrow's null type)."""
+
+
+def _check_columns(table: pa.Table, name: str, path: Path) -> None:
+    """Refuse a part that lacks or repeats a column, stores one as another type, or leaves a
+    count that is never missing empty."""
+    names, spec = table.column_names, spec_of(name)
+    missing = [col for col in spec.names if col not in names]
+    repeated = sorted({col for col in spec.names if names.count(col) > 1})
+    problem = None
+    if missing or repeated:
+        problem = f"lacks columns {missing}" if missing else f"repeats columns {repeated}"
+    for col, dtype in spec.columns if problem is None else ():
+        column = table.column(col)
+        what, fits = _ARROW_TYPES[dtype]
+        if not (fits(column.type) or pa.types.is_null(column.type)):
+            problem = f"stores column {col} as {column.type}, not {what}"
+            break
+        if dtype == INT and column.null_count:
+            first = column.is_null().to_numpy(zero_copy_only=False).argmax()
+            problem = f"leaves column {col} empty in {column.null_count} rows (first: row {first})"
+            break
+    if problem is not None:
+        raise SchemaError(f"the snapshot's {name} frame {problem}", value=str(path), fix=_AGAIN)
 
 
 _THREADED = 4 << 20
 """A Parquet file this large (bytes) is decoded on Arrow's threads."""
 
 
-def _read(path: Path, columns: list[str] | None = None) -> pa.Table:
-    """One Parquet file as a table. ``ParquetFile`` reads it directly: ``pq.read_table`` goes
-    through pyarrow.dataset, whose first use in a process costs some 0.2 s (a snapshot of
-    19 files: 0.07 s, against 0.25 s). A small file is read on one thread: starting the
-    thread pool costs more than it saves (the first file: 18 ms, against 20-77 ms); a large
-    one on Arrow's threads (a 494k-row snapshot's 19 files, warm: 0.14 s, against 0.20 s)."""
-    with pq.ParquetFile(path) as file:
-        return file.read(columns=columns, use_threads=path.stat().st_size >= _THREADED)
+def _read(source: Path | pa.Buffer, columns: list[str] | None = None) -> pa.Table:
+    """One Parquet file (or its bytes, read and checked already) as a table. ``ParquetFile``
+    reads it directly: ``pq.read_table`` goes through pyarrow.dataset, whose first use in a
+    process costs some 0.2 s (a snapshot of 19 files: 0.07 s, against 0.25 s). A small file is
+    read on one thread: starting the thread pool costs more than it saves (the first file:
+    18 ms, against 20-77 ms); a large one on Arrow's threads (a 494k-row snapshot's 19 files,
+    warm: 0.14 s, against 0.20 s)."""
+    where: Path | pa.BufferReader = source if isinstance(source, Path) else pa.BufferReader(source)
+    size = source.stat().st_size if isinstance(source, Path) else source.size
+    with pq.ParquetFile(where) as file:
+        return file.read(columns=columns, use_threads=size >= _THREADED)
+
+
+# -- the record of a snapshot's parts ------------------------------------------------------------
+
+
+class Part(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One part of a snapshot as it was written: its rows and the sha256 of its bytes."""
+
+    rows: Annotated[int, msgspec.Meta(ge=0)]
+    sha256: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")]
+
+
+class Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A snapshot's :data:`RECORD`: every part, by its path in the snapshot folder."""
+
+    schema: Literal["incidentkit.snapshot/v1"]
+    parts: dict[str, Part]
+
+    def checked(self, path: Path) -> bytes:
+        """The bytes of the part at ``path``, refused unless they are the ones recorded."""
+        key = part_key(path)
+        expected = self.parts.get(key)
+        if expected is None:
+            found = "" if path.exists() else " (and the folder has none)"
+            raise SourceError(
+                f"the snapshot's {RECORD} lists no part {key}{found}",
+                value=str(path),
+                fix=f"open the snapshot folder the part was taken into, or {_AGAIN}",
+            )
+        said = f"its {RECORD} lists {_part(expected.rows, expected.sha256)}"
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError as err:
+            raise SourceError(
+                f"the snapshot lacks its part {key} ({said})", value=str(path), fix=_RESTORE
+            ) from err
+        except OSError as err:
+            raise SourceError(
+                f"cannot read the snapshot's part {key} ({err})",
+                value=str(path),
+                fix="check that the file can be read by this user",
+            ) from err
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != expected.sha256:
+            same = sorted(
+                (not name.startswith(f"{path.parent.name}/"), name)
+                for name, part in self.parts.items()
+                if part.sha256 == digest
+            )  # another part's file, most likely one beside it
+            whose = f": its bytes are those recorded for {same[0][1]}" if same else ""
+            raise SourceError(
+                f"the snapshot's part {key} is not the one it was taken with{whose} ({said}; "
+                f"found {_part(_rows_in(data), digest)})",
+                value=str(path),
+                fix=_RESTORE,
+            )
+        return data
+
+
+def part_key(path: Path) -> str:
+    """The name of a part in the record: ``<section folder>/<frame>.parquet``."""
+    return f"{path.parent.name}/{path.name}"
+
+
+_RESTORE = "restore the snapshot's files as they were written, or " + _AGAIN
+_RECORD_DECODER = msgspec.json.Decoder(Record)
+
+
+def _part(rows: int | None, digest: str) -> str:
+    counted = "rows unreadable" if rows is None else f"{rows:,} row{'' if rows == 1 else 's'}"
+    return f"{counted}, sha256 {digest[:16]}…"
+
+
+def _rows_in(data: bytes) -> int | None:
+    """The rows a Parquet file says it holds; None when it is no Parquet file."""
+    try:
+        with pq.ParquetFile(pa.BufferReader(data)) as file:
+            return int(file.metadata.num_rows)
+    except (OSError, pa.ArrowException):
+        return None
+
+
+def read_record(root: Path) -> Record | None:
+    """The record of the snapshot in ``root``; None when it has none (an older snapshot)."""
+    path = root / RECORD
+    try:
+        return _RECORD_DECODER.decode(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, msgspec.DecodeError) as err:  # ValidationError is a DecodeError
+        raise SourceError(
+            f"the snapshot's {RECORD} is not a record incidentkit wrote ({err})",
+            value=str(path),
+            fix=_RESTORE,
+        ) from err
+
+
+def write_record(root: Path, rows: Mapping[str, int]) -> None:
+    """Write the record of the parts ``rows`` names (``<section>/<frame>`` → rows) in the
+    snapshot folder ``root``: the same parts give the same bytes."""
+    parts = {
+        f"{key}{SUFFIX}": Part(rows=count, sha256=_sha256(root / f"{key}{SUFFIX}"))
+        for key, count in sorted(rows.items())
+    }
+    record = msgspec.to_builtins(Record(schema=RECORD_SCHEMA, parts=parts))
+    (root / RECORD).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _encode(value: Any) -> str | None:
@@ -187,6 +414,8 @@ def _decoded(texts: pd.Series, *, where: Path, tuples: bool = False) -> pd.Serie
     try:
         decoded = _COLUMN.decode("[" + ",".join(given) + "]")
     except msgspec.DecodeError:
+        decoded = []
+    if len(decoded) != len(given):  # NaN, or a text that is not one value ("1,2")
         decoded = [_decode(text, where) for text in given]
     out = np.full(len(values), None, dtype=object)
     out[present] = np.fromiter(decoded, dtype=object, count=len(decoded))  # no broadcasting
@@ -224,7 +453,7 @@ def _decode(text: str, where: Path) -> Any:
         raise SourceError(
             f"the snapshot holds a payload that is not JSON ({err})",
             value=f"{where}: {text[:80]!r}",
-            fix="take the snapshot again: incidentkit snapshot EVIDENCE --out DIR",
+            fix=_AGAIN,
         ) from err
 
 

@@ -125,7 +125,10 @@ def parse_time(value: Any) -> Any:
             return value
         if whole is None or part is None or isinstance(seconds, bool):
             return value
-        return whole + part / 1e9
+        try:
+            return whole + part / 1e9
+        except OverflowError:  # past any float: no time
+            return value
     return value
 
 
@@ -146,9 +149,8 @@ def time_and_reason(value: Any) -> tuple[Any, str | None]:
 
 def parse_stamp(value: Any) -> pd.Timestamp | None:
     """A time of the API (RFC 3339 text or ``{"seconds", "nanos"}``) to the nanosecond, None
-    when it is neither."""
-    seconds = parse_time(value)
-    if not isinstance(seconds, float):
+    when it is neither (a number, too: the API writes no epoch seconds here)."""
+    if not isinstance(value, str | dict) or not isinstance(parse_time(value), float):
         return None
     try:  # out of the frames' range (years 1677-2262): unknown, as an unreadable time
         if isinstance(value, str):
@@ -232,7 +234,15 @@ class Sessions:
             return
         app = self.app(match["engine"])
         self.users[(app, match["session"])] = user
-        updated = parse_stamp(_get(session, "updateTime", "update_time"))
+        given = _get(session, "updateTime", "update_time")
+        updated = parse_stamp(given)
+        if updated is None and given is not None:
+            sink.warn(
+                f"{location}:updateTime",
+                "updateTime is neither RFC 3339 text with an offset nor {seconds, nanos} "
+                "in the frames' range: the stored state's time is unknown",
+                repr(given)[:200],
+            )
         self.states.append(
             session_state.from_document(
                 _get(session, "sessionState", "session_state"),

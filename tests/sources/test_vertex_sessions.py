@@ -9,10 +9,13 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import incidentkit as ik
 from incidentkit.errors import ManifestError
 from incidentkit.simulate import exports, simulate
+from incidentkit.sources import vertex
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 JAVA = FIXTURES / "crash_recovery"
@@ -210,6 +213,44 @@ def test_unreadable_records_are_rejects_with_their_place_and_reason(tmp_path: Pa
     assert "actions is not an object" in rejects["events.jsonl:2:sessionEvents[3]"]
     assert "not Agent Engine sessions API JSON" in rejects["events.jsonl:3"]
     assert len(rejects) == 5
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    [1795919400, 1795919400.5, True, [2026], "2026-11-29T02:30:02", {"seconds": 10**400}],
+)
+def test_an_unreadable_update_time_leaves_the_state_with_no_time_and_a_warning(
+    tmp_path: Path, stamp: Any
+) -> None:
+    """A number (the API writes RFC 3339 text), naive text or a time past any float: the
+    state is kept, its time unknown, and a warning names the place and the value."""
+    session = {"name": SESSION, "userId": "u-9", "sessionState": {"n": 2}, "updateTime": stamp}
+    page = {"sessionEvents": [_event("e1", timestamp={"seconds": str(10**400)})]}
+    evidence = ik.open_evidence(_pack(tmp_path, {"session.json": session, "p.json": page}))
+    state = evidence.frame("session_state")
+    assert state["key"].tolist() == ["n"] and state["updated_at"].isna().all()
+    warned = evidence.warnings.set_index("location")
+    assert "updateTime is neither RFC 3339" in warned.loc["session.json:updateTime", "reason"]
+    assert warned.loc["session.json:updateTime", "raw"] == repr(stamp)[:200]
+    (reason,) = evidence.rejects["reason"]  # an event second past any float: a reject
+    assert "neither RFC 3339 text" in reason
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+        lambda inner: (
+            st.lists(inner) | st.dictionaries(st.sampled_from(["seconds", "nanos", "x"]), inner)
+        ),
+        max_leaves=5,
+    )
+)
+@settings(max_examples=300, deadline=None)
+def test_any_json_time_is_a_time_or_none(value: Any) -> None:
+    stamp = vertex.parse_stamp(value)
+    assert stamp is None or stamp.tz is not None
+    seconds, reason = vertex.time_and_reason(value)
+    assert (reason is None) or seconds is None
 
 
 def test_events_of_a_session_with_no_sessions_get_say_how_to_name_their_user(
