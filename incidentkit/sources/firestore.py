@@ -266,12 +266,20 @@ def _rows(
     (the service strips the prefix), a session's own keys scoped by their prefix."""
     if scope is not None and isinstance(state, dict):
         state = {_PREFIX[scope] + str(key): value for key, value in state.items()}
+    stamp = parse_stamp(updated)
+    if stamp is None and updated is not None:
+        sink.warn(
+            f"{location}:updateTime",
+            "updateTime is neither ISO 8601 text with an offset nor {seconds, nanos} in the "
+            "frames' range: the stored state's time is unknown",
+            repr(updated)[:200],
+        )
     return session_state.from_document(
         state,
         app_name=app,
         user_id=user,
         session_id=session,
-        updated_at=parse_stamp(updated),
+        updated_at=stamp,
         source="Firestore session state",
         location=location,
         sink=sink,

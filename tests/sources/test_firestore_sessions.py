@@ -188,3 +188,20 @@ def test_a_time_without_an_offset_is_a_reject_that_names_it(tmp_path: Path) -> N
     evidence = ik.open_evidence(_manifest(tmp_path, "e.jsonl"))
     (reason,) = evidence.rejects["reason"]
     assert "neither RFC 3339 text with an offset" in reason and "'2026-11-29 02:30:00'" in reason
+
+
+def test_an_update_time_that_is_a_number_is_a_warning_not_a_crash(tmp_path: Path) -> None:
+    fields = {
+        "appName": {"stringValue": "support"},
+        "userId": {"stringValue": "u-1"},
+        "updateTime": {"integerValue": "1764383400"},  # a number, not how the service writes it
+        "state": {"mapValue": {"fields": {"cart": {"stringValue": "mug"}}}},
+    }
+    doc = {"name": f"{ROOT}/adk-session/u-1/sessions/s-1", "fields": fields}
+    (tmp_path / "export.json").write_text(json.dumps({"documents": [doc]}))
+    evidence = ik.open_evidence(_manifest(tmp_path, "export.json"))
+    state = evidence.frame("session_state")
+    assert state["key"].tolist() == ["cart"] and state["updated_at"].isna().all()
+    warned = evidence.warnings[evidence.warnings["location"].str.endswith(":updateTime")]
+    (reason,) = warned["reason"]
+    assert "the stored state's time is unknown" in reason
