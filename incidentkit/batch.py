@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from incidentkit import stopping
-from incidentkit.errors import Exit, IncidentkitError, ParameterError
+from incidentkit.errors import Exit, IncidentkitError, NotebookError, ParameterError
 from incidentkit.findings import Finding, Findings, generator, iso_text
 from incidentkit.flows import FLOWS, Flow
 from incidentkit.manifest import Window, did_you_mean, find_manifest, load_manifest
@@ -37,6 +37,7 @@ from incidentkit.runner import (
     declared_parameters,
     failed_findings,
     run_flow,
+    scan_for_secrets,
 )
 from incidentkit.schedule import evidence_end, run_window, stale_finding
 from incidentkit.stopping import Interrupted
@@ -133,7 +134,7 @@ def run_all(
     raw = dict(parameters or {})
     manifest_path = find_manifest(evidence).resolve()
     manifest = load_manifest(manifest_path)
-    check_sources(manifest_path, os.environ if environ is None else environ)
+    secrets = check_sources(manifest_path, os.environ if environ is None else environ)
     declared = {name: declared_parameters(name) for name in FLOWS}
     _check_names(raw, declared)
     if as_of is not None:
@@ -208,7 +209,21 @@ def run_all(
     summary = _summary(context, outcomes, skipped, pending=[])
     write_summary(root, summary)
     write_index(root, summary)
+    _refuse_leaks([root / "summary.json", root / "index.html"], secrets)
     return BatchResult(summary["exit_code"], root, tuple(outcomes), skipped, stale, summary)
+
+
+def _refuse_leaks(paths: list[Path], secrets: list[str]) -> None:
+    """Delete the pages among ``paths`` that hold a secret from the environment, and fail."""
+    leaked = scan_for_secrets(paths, secrets)
+    for path in leaked:
+        path.unlink()
+    if leaked:
+        raise NotebookError(
+            "a credential from the environment appeared in the run's pages; they were deleted",
+            value=[str(p) for p in leaked],
+            fix="report this as a bug",
+        )
 
 
 def _interrupted(root: Path, name: str, stop: Interrupted) -> FlowOutcome:
@@ -368,9 +383,10 @@ def _summary(
 
 
 def write_summary(root: Path, summary: Mapping[str, Any]) -> Path:
-    """``root/summary.json``, replaced atomically (a reader never sees half a document)."""
+    """``root/summary.json``, replaced atomically (a reader never sees half a document), with
+    every remembered secret masked."""
     text = json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
-    return write_atomic(root / "summary.json", text)
+    return write_atomic(root / "summary.json", scrub_text(text))
 
 
 def internal_error_text(err: BaseException) -> str:
@@ -479,4 +495,4 @@ text-align:left;vertical-align:top}}.warn{{background:#fff4e5;padding:.6em;borde
 <p><a href="summary.json">summary.json</a></p>
 </body></html>
 """
-    return write_atomic(root / "index.html", page)
+    return write_atomic(root / "index.html", scrub_text(page))

@@ -2,8 +2,14 @@
 
 A manifest names credentials only indirectly (``url = "env:INCIDENT_DB_URL"``); a URL holding a
 literal password (``user:secret@`` or a secret-named query parameter such as ``?password=``) is
-refused. Relative paths resolve against the manifest's folder. The format is
-documented in ``docs/manifest.md``.
+refused, and a value read from an ``env:`` variable is a secret whatever it holds (messages name
+the variable, never its value; :func:`env_secrets` lists what no output may contain).
+
+Relative paths, and the file of a relative ``sqlite:///`` URL, resolve against the manifest's
+folder, the evidence folder. A path that leaves it (``../``, an absolute path, a symlink, a
+``sqlite:///`` URL to a file elsewhere) is refused unless the manifest says
+``allow_outside = true``: a received manifest must not quote local files into a shared report.
+The format is documented in ``docs/manifest.md``, the reasons in ``docs/security.md``.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from incidentkit.errors import ManifestError, ParameterError
-from incidentkit.redact import has_query_secret, redact_url, remember_url
+from incidentkit.redact import env_value_secrets, has_query_secret, redact_url, remember_env_value
 from incidentkit.times import utc_timestamp
 
 MANIFEST_NAME = "evidence.toml"
@@ -67,6 +73,7 @@ EVENT_IDENTITY_KEYS = ("app_name", "user_id", "session_id")
 """[events] keys naming the session of events that carry none (a one-session dump)."""
 _EVENTS_KEYS = {*EVENT_IDENTITY_KEYS, "event_column"}
 _TOP_KEYS = {
+    "allow_outside",
     "title",
     "window",
     "app_name",
@@ -89,6 +96,8 @@ PROFILE_KEYS: Mapping[str, str] = {
 }
 """The keys of an ``[apps.<name>]`` profile: facts every incident of one app shares."""
 DATABASE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+_PATTERN = frozenset("*?[")
+"""Characters that make a path's file name a pattern (expanded in name order when read)."""
 
 
 EARLIEST = pd.Timestamp("1970-01-01", tz="UTC")
@@ -162,6 +171,9 @@ class SourceSpec:
     """[events] only: the column of a JSON row export that holds the event."""
     engines: Mapping[str, str] = field(default_factory=dict)
     """[events] only: Vertex AI reasoning engine id → app name, from the app profiles."""
+    base: Path | None = None
+    """The manifest's folder: where a relative ``sqlite:///`` URL read from an ``env:``
+    variable starts (None: the working directory)."""
 
     @property
     def is_database(self) -> bool:
@@ -193,10 +205,16 @@ class Manifest:
     sources: Mapping[str, SourceSpec]
     apps: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """``[apps.<name>]`` profiles: per app, the settings its flows read (:data:`PROFILE_KEYS`)."""
+    allow_outside: bool = False
+    """``allow_outside = true``: paths may leave the manifest's folder."""
 
 
 def resolve_url(ref: str, *, section: str, environ: Mapping[str, str] | None = None) -> str:
-    """Turn ``env:NAME`` into the URL held by that variable; other URLs pass unchanged."""
+    """Turn ``env:NAME`` into the URL held by that variable; other URLs pass unchanged.
+
+    The value is remembered as a secret (:func:`~incidentkit.redact.remember_env_value`): from
+    now on every message of this process masks it, and its URL password, in every rendering.
+    """
     env = os.environ if environ is None else environ
     if not ref.startswith("env:"):
         return ref
@@ -208,8 +226,21 @@ def resolve_url(ref: str, *, section: str, environ: Mapping[str, str] | None = N
             fix=f"export {name}=<database URL> before loading this evidence",
         )
     url = env[name]
-    remember_url(url)  # from now on every message of this process masks its password
+    remember_env_value(url)
     return url
+
+
+def env_secrets(manifest: Manifest, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Every rendering of every value the manifest names with ``env:`` (longest first): what no
+    output of a run may contain (:func:`~incidentkit.redact.env_value_secrets`; whole values
+    under 8 characters and URL passwords under 4 are left out). Unset variables give none."""
+    env = os.environ if environ is None else environ
+    forms: set[str] = set()
+    for spec in manifest.sources.values():
+        ref = spec.url_ref
+        if ref is not None and ref.startswith("env:") and env.get(ref[4:]):
+            forms.update(env_value_secrets(env[ref[4:]]))
+    return sorted(forms, key=lambda form: (-len(form), form))
 
 
 def _redact(ref: str) -> str:
@@ -261,8 +292,18 @@ def parse_manifest(data: Mapping[str, Any], *, base: Path, path: Path | None = N
         )
     zone = _timezone("manifest", data.get("timezone")) if "timezone" in data else "error"
     apps = _parse_apps(data.get("apps", {}))
+    allow_outside = data.get("allow_outside", False)
+    if not isinstance(allow_outside, bool):
+        raise ManifestError(
+            "allow_outside must be true or false",
+            value=allow_outside,
+            fix="write allow_outside = true to let paths leave the manifest's folder",
+        )
+    folder = None if allow_outside else base.resolve()
     sources = {
-        name: _parse_section(name, data[name], base, zone) for name in SECTIONS if name in data
+        name: _parse_section(name, data[name], base, zone, inside=folder)
+        for name in SECTIONS
+        if name in data
     }
     if not sources:
         raise ManifestError(
@@ -281,6 +322,7 @@ def parse_manifest(data: Mapping[str, Any], *, base: Path, path: Path | None = N
         ),
         sources=_with_engines(sources, apps),
         apps=apps,
+        allow_outside=allow_outside,
     )
 
 
@@ -421,7 +463,10 @@ def _toml_time(value: Any) -> Any:
     return pd.Timestamp(value) if hasattr(value, "tzinfo") else value
 
 
-def _parse_section(name: str, raw: Any, base: Path, zone: str = "error") -> SourceSpec:
+def _parse_section(
+    name: str, raw: Any, base: Path, zone: str = "error", *, inside: Path | None = None
+) -> SourceSpec:
+    """One section; with ``inside``, every path it names must resolve into that folder."""
     if not isinstance(raw, Mapping):
         raise ManifestError(f"[{name}] must be a table", value=raw, fix=f"write [{name}] ...")
     allowed = _SECTION_KEYS | (_EVENTS_KEYS if name == "events" else set())
@@ -478,6 +523,10 @@ def _parse_section(name: str, raw: Any, base: Path, zone: str = "error") -> Sour
     paths: tuple[Path, ...] = ()
     if "url" in raw:
         url_ref = _check_url(name, raw["url"])
+        sqlite_path = _sqlite_file(url_ref, base)
+        if sqlite_path is not None:  # read as path = "<file>": by path, from the manifest's folder
+            url_ref, paths = None, (sqlite_path,)
+            _check_inside(name, "url", paths, inside)
     else:
         listed = raw["paths"] if "paths" in raw else [raw["path"]]
         if (
@@ -489,6 +538,7 @@ def _parse_section(name: str, raw: Any, base: Path, zone: str = "error") -> Sour
                 f"[{name}] path(s) must be text", value=listed, fix='write path = "events.jsonl"'
             )
         paths = tuple((base / p).resolve() for p in listed)
+        _check_inside(name, "paths" if "paths" in raw else "path", paths, inside)
         if len(paths) == 1 and paths[0].suffix in DATABASE_SUFFIXES and fmt != PARQUET:
             sqlite_path = paths[0]
     return SourceSpec(
@@ -502,7 +552,41 @@ def _parse_section(name: str, raw: Any, base: Path, zone: str = "error") -> Sour
         table=raw.get("table"),
         columns=dict(columns),
         naive_timestamps=naive,
+        base=base,
     )
+
+
+def _sqlite_file(url: str, base: Path) -> Path | None:
+    """The file a literal ``sqlite:///`` URL names, resolved against ``base``; None for any
+    other URL (and for SQLite URLs naming no file, which opening refuses)."""
+    if url.startswith("env:"):
+        return None
+    parsed = make_url(url)
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:"):
+        return None
+    if database.startswith("file:"):  # a URI: opening refuses it and says why
+        return None
+    return (base / Path(database).expanduser()).resolve()
+
+
+def _check_inside(section: str, key: str, paths: tuple[Path, ...], inside: Path | None) -> None:
+    """Refuse a resolved path (or a file its pattern matches) outside the folder ``inside``."""
+    if inside is None:
+        return
+    for path in paths:
+        found = [path]
+        if _PATTERN & set(path.name) and path.parent.is_dir():
+            found += [match.resolve() for match in path.parent.glob(path.name)]
+        for target in found:
+            if not target.is_relative_to(inside):
+                raise ManifestError(
+                    f"[{section}] {key} leads outside the evidence folder {inside}",
+                    value=str(target),
+                    fix="copy the evidence into the manifest's folder, or, if you trust this "
+                    "manifest (it is yours), write allow_outside = true at its top: a manifest "
+                    "from elsewhere could quote your local files into a shared report",
+                )
 
 
 def _check_url(section: str, url: Any) -> str:

@@ -6,12 +6,18 @@ A database URL can carry a password in the userinfo (``user:secret@host``), in t
 percent-encoded, partly decoded (SQLAlchemy writes a space raw but ``&`` as ``%26``); a notebook
 stores it JSON-escaped and an HTML report HTML-escaped.
 
-So redaction knows the secrets rather than guessing at their shape: every URL the kit resolves
-from the environment is handed to :func:`remember_url`, and :func:`scrub_text` replaces every
-rendering of every remembered password (:func:`secret_forms`) before its pattern fallbacks,
-which mask the userinfo, ``?key=`` and ``key=`` forms of secrets it was never told. URLs are
-redacted on the parsed URL (:func:`redact_url`). :func:`url_secrets` lists what a post-run scan
-must never find. Every pattern here runs in linear time on any text.
+So redaction knows the secrets rather than guessing at their shape. A value the manifest names
+with ``env:`` is a secret until proven otherwise, whatever it holds (a manifest may name
+``env:DB_PASSWORD`` by mistake, or a received one ``AWS_SECRET_ACCESS_KEY``): every value the
+kit reads from the environment is handed to :func:`remember_env_value`, and :func:`scrub_text`
+replaces every rendering (:func:`secret_forms`) of the whole value and of a URL's credentials
+before its pattern fallbacks, which mask the userinfo, ``?key=`` and ``key=`` forms of secrets
+it was never told. URLs are redacted on the parsed URL (:func:`redact_url`).
+:func:`env_value_secrets` lists what a post-run scan must never find. Every pattern here runs in
+linear time on any text.
+
+Short secrets would match ordinary text everywhere, so they are not scanned for: a URL's
+password under :data:`MIN_SECRET` characters, a whole value under :data:`MIN_ENV_SECRET`.
 """
 
 from __future__ import annotations
@@ -27,7 +33,10 @@ from sqlalchemy.exc import ArgumentError
 
 MASK = "***"
 MIN_SECRET = 4
-"""Shorter passwords are not scanned for: they would match ordinary text everywhere."""
+"""Shorter passwords (and secret query values) of a URL are not scanned for: they would match
+ordinary text everywhere; the userinfo and ``key=`` patterns still mask them in a URL."""
+MIN_ENV_SECRET = 8
+"""Shorter whole values of an ``env:`` variable are not scanned for (``postgres``, a port)."""
 SECRET_KEY = re.compile(r"pass(?:word|wd)?|pwd|secret|token(?!s)|credential|api[_-]?key", re.I)
 """Names of secrets; ``tokens`` (plural: a count, as in ``price_per_1k_tokens``) is not one."""
 # user:password@ right after "://": the lookbehind anchors every try, so the scan is linear.
@@ -43,9 +52,26 @@ def remember_url(url: str) -> None:
     _known.update(url_secrets(url))
 
 
-def secret_forms(secret: str) -> set[str]:
-    """Every way ``secret`` may be printed: raw, encoded, and as JSON or HTML stores it."""
-    if len(secret) < MIN_SECRET:
+def remember_env_value(value: str) -> None:
+    """Remember a value read from the environment (:func:`env_value_secrets`) so every later
+    message in this process masks it."""
+    _known.update(env_value_secrets(value))
+
+
+def env_value_secrets(value: str) -> list[str]:
+    """Every rendering of a value read from the environment, longest first: the whole value
+    (raw and stripped, :data:`MIN_ENV_SECRET` characters or more) and, when it is a URL, its
+    password and secret query values (:func:`url_secrets`)."""
+    forms = secret_forms(value, minimum=MIN_ENV_SECRET)
+    forms |= secret_forms(value.strip(), minimum=MIN_ENV_SECRET)
+    forms.update(url_secrets(value))
+    return sorted(forms, key=lambda form: (-len(form), form))
+
+
+def secret_forms(secret: str, *, minimum: int = MIN_SECRET) -> set[str]:
+    """Every way ``secret`` may be printed: raw, encoded, and as JSON or HTML stores it; none
+    when it is shorter than ``minimum``."""
+    if len(secret) < minimum:
         return set()
     base = {
         secret,
@@ -63,7 +89,7 @@ def secret_forms(secret: str) -> set[str]:
         for ascii_only in (True, False):
             as_json = json.dumps(form, ensure_ascii=ascii_only)[1:-1]
             forms.update((as_json, html.escape(as_json, quote=True)))
-    return {form for form in forms if len(form) >= MIN_SECRET}
+    return {form for form in forms if len(form) >= minimum}
 
 
 def _sqlalchemy_form(secret: str) -> str:

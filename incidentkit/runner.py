@@ -24,9 +24,14 @@ from incidentkit import outputs, stopping
 from incidentkit.errors import NotebookError, ParameterError, exit_code_of
 from incidentkit.findings import Finding, Findings, Provenance, Severity, Verdict
 from incidentkit.flows import FLOWS
-from incidentkit.manifest import AS_OF_ENV, did_you_mean, find_manifest, load_manifest
+from incidentkit.manifest import (
+    AS_OF_ENV,
+    did_you_mean,
+    env_secrets,
+    find_manifest,
+    load_manifest,
+)
 from incidentkit.progress import QUIET_ENV
-from incidentkit.redact import url_secrets
 
 
 def _notebooks() -> Path:
@@ -211,12 +216,13 @@ def _ipc_kernel_manager(folder: Path) -> type[Any]:
 
 def check_sources(manifest_path: Path, environ: Mapping[str, str]) -> list[str]:
     """Resolve every ``env:`` URL of the manifest now (a missing variable is a usage error
-    before any kernel starts) and return the secrets a run's artifacts must never contain."""
-    secrets: list[str] = []
-    for spec in load_manifest(manifest_path).sources.values():
+    before any kernel starts) and return the secrets a run's artifacts must never contain:
+    every rendering of every value the manifest names with ``env:``."""
+    manifest = load_manifest(manifest_path)
+    for spec in manifest.sources.values():
         if spec.url_ref is not None and spec.url_ref.startswith("env:"):
-            secrets += url_secrets(spec.url(environ))
-    return secrets
+            spec.url(environ)
+    return env_secrets(manifest, environ)
 
 
 def scan_for_secrets(paths: list[Path], secrets: list[str]) -> list[Path]:
@@ -363,7 +369,8 @@ def run_flow(
                 with_items(Findings.read(findings), extra_items).write(findings)
             with outputs.partial(html) as page:
                 render_html(running, page, show_code=show_code, findings=findings, flow=flow)
-                leaked = scan_for_secrets([running, page, findings], secrets)
+                others = [p for p in out_dir.iterdir() if p.is_file() and p not in (running, page)]
+                leaked = scan_for_secrets([running, page, *others], secrets)
                 if leaked:  # neither file reaches its name; findings.json is removed
                     findings.unlink(missing_ok=True)
                     shown = [str({running: executed, page: html}.get(p, p)) for p in leaked]

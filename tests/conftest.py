@@ -31,6 +31,15 @@ FIXTURES = ROOT / "fixtures"
 TEXT_FIXTURES = Path(__file__).resolve().parent / "data"
 
 
+@pytest.fixture(autouse=True)
+def _forget_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts with no remembered secret: the kit remembers every ``env:`` value for
+    the rest of its process, and one test's URL must not be masked in the next test's text."""
+    from incidentkit import redact
+
+    monkeypatch.setattr(redact, "_known", set())
+
+
 def _try_connect(url: str) -> str | None:
     """None when ``url`` answers, else the reason it does not."""
     try:

@@ -7,18 +7,30 @@ from urllib.parse import quote
 import pytest
 import sqlalchemy as sa
 
+from incidentkit import redact
 from incidentkit.errors import SourceError
 from incidentkit.findings import Provenance
 from incidentkit.redact import (
     MASK,
+    MIN_ENV_SECRET,
     SECRET_KEY,
+    env_value_secrets,
     has_query_secret,
     redact_url,
+    remember_env_value,
     remember_url,
     scrub_text,
     secret_forms,
     url_secrets,
 )
+
+
+@pytest.fixture(autouse=True)
+def _fresh_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts with no remembered secret: a value another test resolved from the
+    environment (a whole URL such as ``postgresql://u@h/db``) would mask its expectations."""
+    monkeypatch.setattr(redact, "_known", set())
+
 
 # Passwords with every character a URL or a renderer treats specially.
 HARD_PASSWORDS = [
@@ -119,3 +131,44 @@ def test_a_count_of_tokens_is_not_a_secret_but_a_token_is() -> None:
     assert kept.parameters["api_token"] == MASK
     assert SECRET_KEY.search("access_token") and SECRET_KEY.search("TOKEN")
     assert not SECRET_KEY.search("total_tokens")
+
+
+ENV_VALUES = [
+    "AKIA/sEcReT+key=9x",  # an AWS-style key: slashes, plus, equals
+    "quote'n\"<tag>&amp; ü",
+    "  padded-secret-value  ",
+]
+
+
+@pytest.mark.parametrize("value", ENV_VALUES)
+def test_every_rendering_of_a_remembered_env_value_is_masked(value: str) -> None:
+    remember_env_value(value)
+    for text in (
+        f"not a database URL: {value!r}",
+        json.dumps({"message": value}),
+        json.dumps({"message": value}, ensure_ascii=False),
+        f"<pre>{html.escape(value)}</pre>",
+        f"?x={quote(value, safe='')}",
+        f"[{value.strip()}]",
+    ):
+        scrubbed = scrub_text(text)
+        assert value.strip() not in scrubbed and MASK in scrubbed, text
+        for form in env_value_secrets(value):
+            assert form not in scrubbed, (text, form)
+
+
+def test_env_value_secrets_hold_the_whole_value_and_a_urls_password() -> None:
+    url = "postgresql://u:pw%26x@h/db?sslpassword=k3y-pass"
+    found = env_value_secrets(url)
+    assert url in found and quote(url, safe="") in found and json.dumps(url)[1:-1] in found
+    assert "pw&x" in found and "pw%26x" in found and "k3y-pass" in found
+    assert found == sorted(found, key=lambda form: (-len(form), form))
+
+
+def test_short_env_values_are_not_scanned_for_but_url_passwords_are() -> None:
+    assert env_value_secrets("x" * (MIN_ENV_SECRET - 1)) == []
+    assert "x" * MIN_ENV_SECRET in env_value_secrets("x" * MIN_ENV_SECRET)
+    short = "pg://u:s3cr@h/db"  # 16 characters: the URL whole and its 4-character password
+    assert {short, "s3cr"} <= set(env_value_secrets(short))
+    remember_env_value("postgres")  # 8 characters: masked from now on, as any value is
+    assert scrub_text("user postgres") == f"user {MASK}"

@@ -28,9 +28,10 @@ COLUMNS = ("id", "app_name", "user_id", "session_id", "invocation_id", "timestam
 def is_python_store(conn: Connection) -> bool:
     """Whether the database holds an ADK Python ``events`` table (any schema version)."""
     inspector = sa.inspect(conn)
-    if not inspector.has_table(EVENTS_TABLE):
-        return False
-    names = {col["name"] for col in inspector.get_columns(EVENTS_TABLE)}
+    with sql.decoded(conn, what=f"ADK Python store, table {EVENTS_TABLE}"):
+        if not inspector.has_table(EVENTS_TABLE):
+            return False
+        names = {col["name"] for col in inspector.get_columns(EVENTS_TABLE)}
     return "event_data" in names or "actions" in names
 
 
@@ -100,15 +101,17 @@ def _ts_reasons(frame: pd.DataFrame, why: pd.Series) -> pd.Series:
 def _detect(conn: Connection, *, what: str) -> tuple[Origin, sql.TimeStorage]:
     """Which store this is and how its ``timestamp`` column keeps time; refuse other versions."""
     inspector = sa.inspect(conn)
-    if not inspector.has_table(EVENTS_TABLE):
-        raise SchemaError(
-            f"{what}: no ADK Python events table",
-            value=EVENTS_TABLE,
-            fix="point the manifest at the database of DatabaseSessionService or "
-            "SqliteSessionService (adk web keeps it in <agent>/.adk/session.db)",
-        )
-    types = {col["name"]: col["type"] for col in inspector.get_columns(EVENTS_TABLE)}
-    if inspector.has_table(METADATA_TABLE):
+    with sql.decoded(conn, what=what):
+        if not inspector.has_table(EVENTS_TABLE):
+            raise SchemaError(
+                f"{what}: no ADK Python events table",
+                value=EVENTS_TABLE,
+                fix="point the manifest at the database of DatabaseSessionService or "
+                "SqliteSessionService (adk web keeps it in <agent>/.adk/session.db)",
+            )
+        types = {col["name"]: col["type"] for col in inspector.get_columns(EVENTS_TABLE)}
+        has_metadata = inspector.has_table(METADATA_TABLE)
+    if has_metadata:
         version = _schema_version(conn, what=what)
     elif "actions" in types and "event_data" not in types:
         version = "0"

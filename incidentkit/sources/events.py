@@ -185,7 +185,7 @@ def _is_python_store(conn: Connection, spec: SourceSpec) -> bool:
         return True
     if spec.format is not None or spec.table or spec.columns:
         return False
-    if sql.inspect_table(conn, JAVA_TABLE) is not None:
+    if sql.inspect_table(conn, JAVA_TABLE, what=f"{WHAT} ({spec.location()})") is not None:
         return False
     if adk_python.is_python_store(conn):
         return True

@@ -145,7 +145,7 @@ def _read_table(
     epoch_seconds: bool,
     what: str,
 ) -> pd.DataFrame:
-    info = sql.inspect_table(conn, table)
+    info = sql.inspect_table(conn, table, what=what)
     if info is None or any(col not in info.columns for col in _COLUMNS[table]):
         return empty("session_state")  # a store without it holds no state of that scope
     clause = info.clause

@@ -71,22 +71,35 @@ _COPY_NULL = "incidentkit_copy_null_mark"
 _MYSQL_MULTI_STATEMENTS = 1 << 16  # pymysql.constants.CLIENT.MULTI_STATEMENTS
 
 
-def open_engine(url: str, *, what: str) -> Engine:
-    """A read-only engine for ``url``; ``what`` names the source in error messages."""
+def open_engine(
+    url: str, *, what: str, shown: str | None = None, base: Path | None = None
+) -> Engine:
+    """A read-only engine for ``url``; ``what`` names the source in error messages.
+
+    ``shown`` stands for the URL in every message about it (``env:NAME`` for a URL read from
+    the environment: its value is never shown, whatever it holds); without it the URL is shown
+    with its passwords masked. A relative ``sqlite:///`` file starts at ``base`` (the
+    manifest's folder), else at the working directory.
+    """
+    safe = shown if shown is not None else redact_url(url)
+    variable = safe.startswith("env:")
+    example = "a SQLAlchemy URL such as postgresql+psycopg://user@host:5432/db"
     try:
         parsed = make_url(url)
         parsed.port  # noqa: B018  (a non-integer port raises here, not at connect time)
     except (ArgumentError, ValueError) as err:
         raise SourceError(
             f"{what}: not a database URL",
-            value=redact_url(url),
-            fix="give a SQLAlchemy URL such as postgresql+psycopg://user@host:5432/db",
+            value=safe,
+            fix=f"set {safe[4:]} to {example}, or make the manifest name the variable that "
+            "holds the URL (not one holding a password or a key)"
+            if variable
+            else f"give {example}",
         ) from err
     backend = parsed.get_backend_name()
     if backend == "postgres":  # what Heroku-style settings and many tools write
         parsed = parsed.set(drivername="postgresql+psycopg")
         backend = "postgresql"
-    safe = redact_url(url)
     try:
         if backend == "sqlite":
             database = parsed.database or ""
@@ -97,42 +110,52 @@ def open_engine(url: str, *, what: str) -> Engine:
                     fix='point at a SQLite file: path = "sessions.db" in the manifest, or '
                     "sqlite:////absolute/path.db",
                 )
-            return open_sqlite(Path(database), what=what)
-        if backend == "postgresql":
+            start = base if base is not None else Path.cwd()
+            engine = open_sqlite(start / Path(database).expanduser(), what=what)
+        elif backend == "postgresql":
             if parsed.drivername == "postgresql":
                 parsed = parsed.set(drivername="postgresql+psycopg")
             options = " ".join([*_query_values(parsed, "options"), READ_ONLY_OPTIONS])
-            return sa.create_engine(
+            engine = sa.create_engine(
                 parsed.difference_update_query(["options"]),
                 connect_args={"options": options},
                 poolclass=sa.pool.NullPool,
             )
-        if backend in ("mysql", "mariadb"):
+        elif backend in ("mysql", "mariadb"):
             if parsed.drivername in ("mysql", "mariadb"):
                 parsed = parsed.set(drivername="mysql+pymysql")
             engine = sa.create_engine(parsed, poolclass=sa.pool.NullPool, paramstyle="pyformat")
             sa.event.listen(engine, "do_connect", _mysql_single_statements)
             # Two statements: MySQL/MariaDB cannot combine TRANSACTION with variables in one SET.
             sa.event.listen(engine, "connect", _mysql_read_only)
-            return engine
+        else:
+            raise SourceError(
+                f"{what}: database kind not supported",
+                value=safe if variable else backend,
+                fix="use PostgreSQL, MySQL/MariaDB or SQLite",
+            )
     except NoSuchModuleError as err:
         raise SourceError(
             f"{what}: no driver for this URL",
             value=safe,
             fix="use postgresql+psycopg://, mysql+pymysql:// or sqlite:///",
         ) from err
-    raise SourceError(
-        f"{what}: database kind not supported",
-        value=backend,
-        fix="use PostgreSQL, MySQL/MariaDB or SQLite",
-    )
+    if shown is not None:
+        _SHOWN[engine] = shown
+    return engine
+
+
+_SHOWN: weakref.WeakKeyDictionary[Engine, str] = weakref.WeakKeyDictionary()
+"""What messages show for an engine's URL, when not the URL (``env:NAME``)."""
 
 
 def open_source(spec: SourceSpec, environ: Mapping[str, str] | None, *, what: str) -> Engine:
     """A read-only engine for a database section: its SQLite file, or its (``env:``) URL."""
     if spec.sqlite_path is not None:
         return open_sqlite(spec.sqlite_path, what=what)
-    return open_engine(spec.url(environ), what=what)
+    ref = spec.url_ref
+    shown = ref if ref is not None and ref.startswith("env:") else None
+    return open_engine(spec.url(environ), what=what, shown=shown, base=spec.base)
 
 
 def open_sqlite(path: Path, *, what: str) -> Engine:
@@ -150,7 +173,7 @@ def open_sqlite(path: Path, *, what: str) -> Engine:
         raise SourceError(
             f"{what}: SQLite file not found",
             value=str(path),
-            fix="check the path in the manifest (relative paths start at the manifest's folder)",
+            fix="check the path or sqlite:/// URL (a relative one starts at the manifest's folder)",
         )
     pending = [s for s in SQLITE_SIDECARS[:2] if _sidecar(path, s).exists()]
     copy_dir: Path | None = None
@@ -225,9 +248,10 @@ _BEGIN_READ_ONLY = {
 def connect(engine: Engine, *, what: str) -> Iterator[Connection]:
     """A connection in a transaction that is read-only by its own statement, then rolled back.
 
-    Connection failures become SourceError.
+    Connection failures become SourceError; so does a schema SQLite cannot decode as UTF-8
+    (its driver raises UnicodeDecodeError on the message naming it), as SchemaError.
     """
-    safe = redact_url(engine.url.render_as_string(hide_password=False))
+    safe = _shown(engine)
     try:
         conn = engine.connect()
     except DBAPIError as err:
@@ -260,8 +284,28 @@ def connect(engine: Engine, *, what: str) -> Iterator[Connection]:
             fix="check that the file or server is a database of the kind the manifest names, "
             "and that the database user may read it",
         ) from err
+    except UnicodeDecodeError as err:
+        raise _undecodable(err, safe, what=what) from err
     finally:
         conn.close()
+
+
+def _shown(engine: Engine) -> str:
+    """The engine's URL as messages show it: ``env:NAME``, else with its passwords masked."""
+    return _SHOWN.get(engine) or redact_url(engine.url.render_as_string(hide_password=False))
+
+
+def _undecodable(err: UnicodeDecodeError, where: str, *, what: str) -> SchemaError:
+    """The error for text of a database (a schema, a message naming it) that is not UTF-8:
+    it names the database and the text, undecodable bytes as ``\\xff``."""
+    raw = err.object if isinstance(err.object, bytes) else bytes(err.object)
+    text = scrub_text(raw.decode("utf-8", "backslashreplace"))
+    return SchemaError(
+        f"{what}: the database holds text that is not UTF-8",
+        value=f"{where}: {text}",
+        fix="repair the schema or the value with the sqlite3 shell (PRAGMA integrity_check "
+        "shows the damage), or export the evidence to JSON lines",
+    )
 
 
 @dataclass(frozen=True)
@@ -284,12 +328,33 @@ class TableInfo:
         )
 
 
-def inspect_table(conn: Connection, table: str) -> TableInfo | None:
-    """Describe ``table`` (``schema.table`` allowed), or None when it does not exist."""
+def inspect_table(conn: Connection, table: str, *, what: str = "") -> TableInfo | None:
+    """Describe ``table`` (``schema.table`` allowed), or None when it does not exist.
+
+    A schema that is not UTF-8 is a SchemaError naming the database (``what`` names the
+    source; default the table)."""
     schema, _, name = table.rpartition(".")
     inspector = sa.inspect(conn)
-    if not inspector.has_table(name, schema=schema or None):
-        return None
+    with decoded(conn, what=what or f"reading table {table}"):
+        if not inspector.has_table(name, schema=schema or None):
+            return None
+        return _describe(conn, inspector, table, name, schema)
+
+
+@contextmanager
+def decoded(conn: Connection, *, what: str) -> Iterator[None]:
+    """Turn a database's text that is not UTF-8 (a SQLite schema: sqlite3 raises
+    UnicodeDecodeError) into a SchemaError naming the database and the text."""
+    try:
+        yield
+    except UnicodeDecodeError as err:
+        raise _undecodable(err, _shown(conn.engine), what=what) from err
+
+
+def _describe(
+    conn: Connection, inspector: sa.Inspector, table: str, name: str, schema: str
+) -> TableInfo:
+    """The :class:`TableInfo` of an existing ``table``."""
     naive: set[str] = set()
     json_cols: set[str] = set()
     columns = []
@@ -309,7 +374,7 @@ def inspect_table(conn: Connection, table: str) -> TableInfo | None:
 
 def require_table(conn: Connection, table: str, needed: Sequence[str], *, what: str) -> TableInfo:
     """``inspect_table`` that raises SchemaError for a missing table or missing columns."""
-    info = inspect_table(conn, table)
+    info = inspect_table(conn, table, what=what)
     if info is None:
         raise SchemaError(
             f"{what}: table not found",

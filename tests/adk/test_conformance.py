@@ -169,7 +169,8 @@ def _open(scenario: Scenario, folder: Path, **filters: Any) -> Evidence:
     """The kit's view of the scenario, through a manifest written in ``folder``."""
     manifest = folder / "evidence.toml"
     manifest.write_text(
-        f'title = "ADK conformance"\n\n[events]\n{scenario.store.events_section}\n\n'
+        f'title = "ADK conformance"\nallow_outside = true\n\n'
+        f"[events]\n{scenario.store.events_section}\n\n"
         f"[spans]\npath = {_toml(scenario.world.spans_file)}\n",
         encoding="utf-8",
     )
@@ -439,7 +440,7 @@ def test_saved_session_json_loads_like_the_database(scenario: Scenario, tmp_path
     manifest = tmp_path / "saved" / "evidence.toml"
     manifest.parent.mkdir()
     paths = ", ".join(_toml(path) for path in world.session_files)
-    manifest.write_text(f"[events]\npaths = [{paths}]\n", encoding="utf-8")
+    manifest.write_text(f"allow_outside = true\n[events]\npaths = [{paths}]\n", encoding="utf-8")
     saved = incidentkit.open_evidence(manifest)
     _no_rejects(saved)
 

@@ -484,6 +484,7 @@ def test_from_the_saved_session_json_the_other_sessions_write_shows_as_a_differe
 ) -> None:
     manifest = tmp_path / "evidence.toml"
     manifest.write_text(
+        "allow_outside = true\n"
         f'[events]\npath = "{world.session_file}"\nformat = "adk-session-json"\n',
         encoding="utf-8",
     )

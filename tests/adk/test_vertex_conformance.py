@@ -97,7 +97,9 @@ def test_calls_state_and_the_stored_state_match_the_saved_session_json(
     evidence = _open(saved)
     paths = ", ".join(json.dumps(str(p)) for p in world.session_files)
     (saved.parent / "json").mkdir(exist_ok=True)
-    (saved.parent / "json" / "evidence.toml").write_text(f"[events]\npaths = [{paths}]\n")
+    (saved.parent / "json" / "evidence.toml").write_text(
+        f"allow_outside = true\n[events]\npaths = [{paths}]\n"
+    )
     documents = incidentkit.open_evidence(saved.parent / "json")
     for name in ("calls", "responses", "state_writes"):
         assert len(evidence.frame(name)) > 0, name

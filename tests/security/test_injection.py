@@ -242,7 +242,7 @@ def test_hostile_run_parameters_commit_nothing(evidence_db: str, tmp_path: Path)
     folder = tmp_path / "evidence"
     folder.mkdir()
     (folder / "evidence.toml").write_text(
-        '[ledger]\nurl = "env:IK_EVIDENCE_URL"\nnaive_timestamps = "utc"\n'
+        'allow_outside = true\n[ledger]\nurl = "env:IK_EVIDENCE_URL"\nnaive_timestamps = "utc"\n'
         f'[events]\npath = "{CRASH / "events.jsonl"}"\n'
         f'[journal]\npath = "{CRASH / "journal.jsonl"}"\n',
         encoding="utf-8",

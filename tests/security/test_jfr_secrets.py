@@ -99,7 +99,7 @@ def test_no_secret_of_an_export_reaches_a_frame_or_a_flow_run(tmp_path: Path) ->
     as_of = incident.jfr_samples["ts"].max() + pd.Timedelta("1s")
     (tmp_path / "pack").mkdir()
     (tmp_path / "pack" / "evidence.toml").write_text(
-        f'[jfr]\npath = "{export}"\n', encoding="utf-8"
+        f'allow_outside = true\n[jfr]\npath = "{export}"\n', encoding="utf-8"
     )
     out = tmp_path / "out"
     for flow in ("latency_cliff", "overview"):

@@ -344,3 +344,31 @@ def test_the_reject_says_why_the_timestamp_column_was_unreadable(sqlite_path: Pa
         "timestamp is missing from event_data and the events.timestamp column is unreadable "
         "(not an ISO 8601 timestamp: 'yesterday')"
     ]
+
+
+def test_a_schema_that_is_not_utf8_is_a_schema_error_naming_file_and_text(
+    sqlite_path: Path,
+) -> None:
+    write_v1(f"sqlite:///{sqlite_path}", [event_row(python_lines()[0])])
+    with sqlite3.connect(sqlite_path) as db:  # a byte that is not UTF-8 in a CREATE statement
+        db.execute("PRAGMA writable_schema = ON")
+        db.execute(
+            "UPDATE sqlite_master SET sql = 'CRE' || CAST(X'FF' AS TEXT) || substr(sql, 5) "
+            "WHERE name = 'sessions'"
+        )
+    db.close()
+    spec = SourceSpec(
+        "events", sqlite_path=sqlite_path, paths=(sqlite_path,), format="adk-python-db"
+    )
+    with pytest.raises(SchemaError, match="not UTF-8") as info:
+        events.load(spec, Filters())
+    assert str(sqlite_path) in str(info.value) and "CRE\\\\xffTE" in str(info.value)
+    engine = sql.open_sqlite(sqlite_path, what="test")
+    try:
+        with engine.connect() as conn:  # the store's own checks, outside sql.connect's guard
+            with pytest.raises(SchemaError, match=r"^store: the database holds text .*xffTE"):
+                adk_python.read(conn, Filters(), what="store")
+            with pytest.raises(SchemaError, match=r"ADK Python store.*not UTF-8.*xffTE"):
+                adk_python.is_python_store(conn)
+    finally:
+        engine.dispose()

@@ -286,6 +286,7 @@ def test_the_committed_fixture_holds_no_secret_bearing_event() -> None:
 def test_a_recording_outside_the_window_says_so_not_that_it_is_empty(tmp_path: Path) -> None:
     manifest = parse_manifest(
         {
+            "allow_outside": True,
             "window": {"start": "2026-11-29T02:55:00Z", "end": "2026-11-29T03:16:00Z"},
             "jfr": {"path": str(EXPORT)},
         },

@@ -9,6 +9,7 @@ connections cannot write.
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta, timezone
@@ -255,6 +256,44 @@ def test_unreachable_database_says_what_to_check(url: str) -> None:
         SourceError, match=r"cannot connect to the database.*check that the server is up"
     ):
         ledger.load(SourceSpec("ledger", url_ref=url), Filters())
+
+
+def undecodable_schema(path: Path, table: str) -> None:
+    """Damage the schema of ``table`` in the SQLite file ``path``: a byte that is not UTF-8 in
+    its CREATE statement (SQLite then names the statement in the error of every query)."""
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA writable_schema = ON")
+        db.execute(
+            "UPDATE sqlite_master SET sql = 'CRE' || CAST(X'FF' AS TEXT) || substr(sql, 5) "
+            "WHERE name = ?",
+            (table,),
+        )
+    db.close()
+
+
+def test_a_schema_that_is_not_utf8_is_a_schema_error_naming_file_and_text(
+    sqlite_path: Path,
+) -> None:
+    write(f"sqlite:///{sqlite_path}", store.agent_run, canonical_rows("ledger"))
+    undecodable_schema(sqlite_path, "agent_run")
+    spec = SourceSpec("ledger", sqlite_path=sqlite_path, paths=(sqlite_path,))
+    with pytest.raises(SchemaError, match="not UTF-8") as info:
+        ledger.load(spec, Filters())
+    assert str(sqlite_path) in str(info.value) and "CRE\\\\xffTE" in str(info.value)
+    engine = sql.open_sqlite(sqlite_path, what="test")
+    try:
+        with (  # inspect_table itself, outside sql.connect's guard
+            engine.connect() as conn,
+            pytest.raises(SchemaError, match=r"reading table agent_run: .* not UTF-8"),
+        ):
+            sql.inspect_table(conn, "agent_run")
+        with (  # any other statement: connect's guard
+            pytest.raises(SchemaError, match=r"test: .* not UTF-8.*CRE\\\\xffTE"),
+            sql.connect(engine, what="test") as conn,
+        ):
+            conn.exec_driver_sql("SELECT count(*) FROM agent_run").scalar()
+    finally:
+        engine.dispose()
 
 
 def test_missing_sqlite_file_is_not_created(tmp_path: Path) -> None:
