@@ -9,7 +9,10 @@ flow folder, or a ``run all`` folder holding ``orphans/findings.json``) and list
 
 ``proof`` names the findings row (``orphans/findings.json → orphans/tool-unanswered, row 2``);
 a PARK row adds ``dead_letter``, the record to copy to the dead-letter queue. CSV has a header
-and writes a list as its items joined by ``;`` and an object as JSON; JSON is a list of objects.
+and writes a list as its items joined by ``;`` and an object as JSON; a cell that begins with
+``=``, ``+``, ``-``, ``@``, a tab or a carriage return gets a leading ``'`` (:data:`FORMULA_START`)
+so that a spreadsheet shows it as text instead of running it as a formula. JSON is a list of
+objects with the values as they are.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from incidentkit.postmortem import FlowFindings, collect_findings
 KINDS = ("ASK_DOWNSTREAM", "INVESTIGATE", "MARK_DONE", "MARK_PAUSED", "PARK", "REDRIVE", "REPLAY")
 """The action kinds an export lists (``docs/orphans.md``, Actions)."""
 FORMATS = ("csv", "json")
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+"""How a CSV cell a spreadsheet would read as a formula begins (OWASP, CSV injection)."""
 COLUMNS = (
     "app_name",
     "run_id",
@@ -101,21 +106,28 @@ def action_rows(orphans: FlowFindings, kind: str) -> list[dict[str, Any]]:
     return [rows[run_id] for run_id in sorted(rows)]
 
 
-def _cell(value: Any) -> str:
+def _text(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, list):
-        return ";".join(_cell(v) for v in value)
+        return ";".join(_text(v) for v in value)
     if isinstance(value, Mapping):
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
     return str(value)
+
+
+def cell(value: Any) -> str:
+    """A CSV cell: a list as its items joined by ``;``, an object as JSON, None empty; text a
+    spreadsheet would run as a formula (:data:`FORMULA_START`) with a leading ``'``."""
+    text = _text(value)
+    return f"'{text}" if text.startswith(FORMULA_START) else text
 
 
 def to_csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
-    writer.writerows([_cell(row.get(c)) for c in columns] for row in rows)
+    writer.writerows([cell(row.get(c)) for c in columns] for row in rows)
     return buffer.getvalue()
 
 

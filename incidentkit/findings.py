@@ -2,9 +2,11 @@
 
 Every flow returns a :class:`Findings`; :meth:`Findings.to_json` writes the versioned
 document ``incidentkit.findings/v1`` described in ``docs/findings.md`` and
-:meth:`Findings.from_json` reads it back, dispatching on the schema id. Values in rows are
-JSON-safe: timestamps are ISO 8601 strings in UTC with a ``Z``, missing values are ``null``;
-URL passwords in text values are masked (:mod:`incidentkit.redact`).
+:meth:`Findings.from_json` reads it back, dispatching on the schema id and checking every
+field against the version's schema (msgspec Structs): a misshapen document is a
+``ParameterError`` naming the field. Values in rows are JSON-safe: timestamps are ISO 8601
+strings in UTC with a ``Z``, missing values are ``null``; URL passwords in text values are
+masked (:mod:`incidentkit.redact`).
 """
 
 from __future__ import annotations
@@ -18,17 +20,23 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 import numpy as np
 import pandas as pd
 
 from incidentkit.errors import ParameterError
+from incidentkit.outputs import write_atomic
 from incidentkit.redact import MASK, SECRET_KEY, scrub_text
 
 SCHEMA = "incidentkit.findings/v1"
 ROW_LIMIT = 1000
 """How many proving rows one finding keeps by default (``count`` says how many there were)."""
+FLOW_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$"
+"""What a document's ``flow`` may be: a name that is safe as a file name and in Markdown."""
+MAX_DEPTH = 64
+"""How deeply a parameter or row value may nest (a flow's deepest is about 5)."""
 
 
 class Verdict(enum.StrEnum):
@@ -158,81 +166,186 @@ class Findings:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
     def write(self, path: str | os.PathLike[str]) -> Path:
-        """Write ``findings.json`` (or any path) as UTF-8; returns the path."""
-        target = Path(path)
-        target.write_text(self.to_json(), encoding="utf-8")
-        return target
+        """Write ``findings.json`` (or any path) as UTF-8; returns the path. It is written under
+        a temporary name and renamed into place: a reader sees the old document or this one,
+        never half of one."""
+        return write_atomic(path, self.to_json())
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Findings:
-        """Read a findings document, dispatching on its ``schema`` id."""
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ParameterError(
-                "findings document is not JSON",
-                value=f"{err.msg} at line {err.lineno} column {err.colno}",
-                fix="give the findings.json a flow wrote",
-            ) from err
-        if not isinstance(data, dict):
-            raise ParameterError(
-                "findings document is not a JSON object",
-                value=type(data).__name__,
-                fix="give the findings.json a flow wrote",
-            )
-        reader = _READERS.get(str(data.get("schema")))
+        """Read a findings document, dispatching on its ``schema`` id; every field is checked
+        against that version's schema (a misshapen one is a ``ParameterError`` naming it)."""
+        head: _Head = _decode(text, _Head)
+        reader = _READERS.get(head.schema) if isinstance(head.schema, str) else None
         if reader is None:
             raise ParameterError(
                 "unknown findings schema",
-                value=data.get("schema"),
+                value=head.schema,
                 fix=f"this incidentkit reads {', '.join(sorted(_READERS))}; upgrade it to read "
                 "newer documents",
             )
-        return reader(data)
+        return reader(text)
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> Findings:
-        return cls.from_json(Path(path).read_text(encoding="utf-8"))
+        return cls.from_json(Path(path).read_bytes())
 
 
-def _read_v1(data: Mapping[str, Any]) -> Findings:
+# ---------------------------------------------------------------------------- the v1 schema
+
+
+_INT64 = 2**63 - 1
+"""Counts and counters are 64-bit integers (larger ones are no count: refused on read)."""
+_Counter = Annotated[int, msgspec.Meta(ge=-_INT64, le=_INT64)]
+
+
+class _Head(msgspec.Struct):
+    """What every findings document has: the schema id its reader is chosen by."""
+
+    schema: Any = None
+
+
+class _EvidenceV1(msgspec.Struct):
+    title: str | None = None
+    window: tuple[str, str] | None = None
+    as_of: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class _ItemV1(msgspec.Struct):
+    id: str
+    severity: Severity
+    title: str
+    detail: str
+    action: str
+    count: Annotated[int, msgspec.Meta(ge=0, le=_INT64)]
+    rows: list[dict[str, Any]]
+
+
+class _DocumentV1(msgspec.Struct):
+    """``incidentkit.findings/v1`` (``docs/findings.md``); unknown keys are ignored."""
+
+    schema: str
+    flow: Annotated[str, msgspec.Meta(pattern=FLOW_NAME)]
+    verdict: Verdict
+    generated_by: str
+    evidence: _EvidenceV1
+    summary: dict[str, Any]  # counters: checked one by one, to name the one that is wrong
+    items: list[_ItemV1]
+
+
+def _decode(text: str | bytes, kind: type[_Head] | type[_DocumentV1]) -> Any:
+    """``text`` decoded as ``kind``; bad JSON and misshapen fields as ``ParameterError``."""
+    fix = "give the findings.json a flow wrote"
     try:
-        evidence = data["evidence"]
-        window = evidence.get("window")
-        return Findings(
-            flow=data["flow"],
-            verdict=data["verdict"],
-            summary=data["summary"],
-            items=tuple(
-                Finding(
-                    id=item["id"],
-                    severity=item["severity"],
-                    title=item["title"],
-                    detail=item["detail"],
-                    action=item["action"],
-                    rows=tuple(item["rows"]),
-                    count=item["count"],
-                )
-                for item in data["items"]
-            ),
-            evidence=Provenance(
-                title=evidence.get("title"),
-                window=None if window is None else (window[0], window[1]),
-                as_of=evidence.get("as_of"),
-                parameters=evidence.get("parameters") or {},
-            ),
-            generated_by=data["generated_by"],
-            schema=data["schema"],
-        )
-    except (KeyError, TypeError, AttributeError, IndexError) as err:
+        return msgspec.json.decode(text, type=kind)
+    except msgspec.ValidationError as err:
+        if kind is _Head:
+            raise ParameterError(
+                "findings document is not a JSON object", value=str(err), fix=fix
+            ) from err
+        raise misshapen("findings document", err, SCHEMA, "docs/findings.md") from err
+    except msgspec.DecodeError as err:
+        raise ParameterError("findings document is not JSON", value=str(err), fix=fix) from err
+    except RecursionError as err:  # msgspec's own limit, far deeper than MAX_DEPTH
         raise ParameterError(
-            f"findings document lacks or misshapes a field of {SCHEMA}",
-            value=repr(err),
-            fix="see docs/findings.md for the fields a v1 document has",
+            "findings document nests too deeply to read", value=str(err), fix=fix
         ) from err
 
 
-_READERS: Mapping[str, Callable[[Mapping[str, Any]], Findings]] = {SCHEMA: _read_v1}
+def misshapen(
+    what: str, err: msgspec.ValidationError, schema: str, doc: str, *, at: str = "$"
+) -> ParameterError:
+    """A ``ParameterError`` naming the field msgspec's error points to (``$.items[0].id``);
+    ``at``: where the value msgspec checked lies in the document."""
+    message, _, path = str(err).rpartition(" - at ")
+    if not message:
+        message, path = str(err), "`$`"
+    return ParameterError(
+        f"{what} lacks or misshapes a field of {schema} at {at}{path.strip('`')[1:]}",
+        value=message,
+        fix=f"see {doc} for its fields, or write it again with incidentkit",
+    )
+
+
+def _field_error(path: str, problem: str, value: Any) -> ParameterError:
+    return ParameterError(
+        f"findings document lacks or misshapes a field of {SCHEMA} at {path}",
+        value=f"{problem}: {value!r}" if value is not None else problem,
+        fix="see docs/findings.md for its fields, or write it again with incidentkit",
+    )
+
+
+def _time_field(value: str, path: str) -> str:
+    try:
+        return iso_text(value)
+    except ParameterError as err:
+        raise _field_error(path, "expected an ISO 8601 time with an offset", value) from err
+
+
+def _check_depth(value: Any, path: str) -> None:
+    """Refuse a value nested more than :data:`MAX_DEPTH` levels (walked without recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        current, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise _field_error(path, f"nested more than {MAX_DEPTH} levels", None)
+        if isinstance(current, dict):
+            stack += [(v, depth + 1) for v in current.values()]
+        elif isinstance(current, list):
+            stack += [(v, depth + 1) for v in current]
+
+
+def _read_v1(text: str | bytes) -> Findings:
+    data: _DocumentV1 = _decode(text, _DocumentV1)
+    evidence = data.evidence
+    parameters = evidence.parameters or {}
+    _check_depth(parameters, "$.evidence.parameters")
+    window = None
+    if evidence.window is not None:
+        window = (
+            _time_field(evidence.window[0], "$.evidence.window[0]"),
+            _time_field(evidence.window[1], "$.evidence.window[1]"),
+        )
+    for n, item in enumerate(data.items):
+        _check_depth(item.rows, f"$.items[{n}].rows")
+    for name, value in data.summary.items():
+        try:
+            msgspec.convert(value, _Counter)
+        except msgspec.ValidationError as err:
+            raise misshapen(
+                "findings document", err, SCHEMA, "docs/findings.md", at=f"$.summary[{name!r}]"
+            ) from err
+    return Findings(
+        flow=data.flow,
+        verdict=data.verdict,
+        summary=data.summary,
+        items=tuple(
+            Finding(
+                id=item.id,
+                severity=item.severity,
+                title=item.title,
+                detail=item.detail,
+                action=item.action,
+                rows=tuple(item.rows),
+                count=item.count,
+            )
+            for item in data.items
+        ),
+        evidence=Provenance(
+            title=evidence.title,
+            window=window,
+            as_of=None
+            if evidence.as_of is None
+            else _time_field(evidence.as_of, "$.evidence.as_of"),
+            parameters=parameters,
+        ),
+        generated_by=data.generated_by,
+        schema=data.schema,
+    )
+
+
+_READERS: Mapping[str, Callable[[str | bytes], Findings]] = {SCHEMA: _read_v1}
 
 
 def generator() -> str:
@@ -300,8 +413,17 @@ def rejects_item(flow: str, rejects: pd.DataFrame, *, limit: int | None = ROW_LI
 
 
 def iso_text(value: Any) -> str:
-    """A time as ISO 8601 UTC with ``Z``; naive times are refused."""
-    stamp = pd.Timestamp(value)
+    """A time as ISO 8601 UTC with ``Z``; naive times and what is not a time are refused."""
+    try:
+        stamp = pd.Timestamp(value)
+    except (ValueError, TypeError, OverflowError) as err:
+        raise ParameterError(
+            "a findings time is not a time", value=str(value), fix="give an ISO 8601 time in UTC"
+        ) from err
+    if pd.isna(stamp):
+        raise ParameterError(
+            "a findings time is missing", value=str(value), fix="give an ISO 8601 time in UTC"
+        )
     if stamp.tzinfo is None:
         raise ParameterError(
             "a findings time is naive", value=str(value), fix="give times in UTC with an offset"

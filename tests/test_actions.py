@@ -1,16 +1,18 @@
 """Action exports: the runs to act on from the crash_recovery orphans findings, against the
-truth's expected actions, as CSV and JSON, and the errors."""
+truth's expected actions, as CSV and JSON, cells a spreadsheet would run as formulas, and the
+errors."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
-from incidentkit.actions import COLUMNS, KINDS, actions_command
+from incidentkit.actions import COLUMNS, FORMULA_START, KINDS, actions_command, cell
 from incidentkit.errors import ParameterError
 from incidentkit.flows import orphans
 from incidentkit.runner import failed_findings
@@ -116,3 +118,62 @@ def test_an_orphans_run_that_stopped_early_has_nothing_to_export(tmp_path: Path)
     )
     with pytest.raises(ParameterError, match="stopped before its verdict: 'ParameterError: app"):
         actions_command(tmp_path, kind="REDRIVE", fmt="json")
+
+
+FORMULA_OWNER = '=HYPERLINK("http://x")'
+NO_EVENTS_SESSION = "a36bcb01-67e9-4363-905c-053b25fdacbe"  # a NOT_STARTED run: no events
+
+
+@pytest.fixture(scope="module")
+def formulas(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The orphans findings of a crash_recovery copy whose ledger holds a spreadsheet formula
+    as worker-3's owner name and ``-1+1`` as the session id of a run that stored no events."""
+    root = tmp_path_factory.mktemp("formulas")
+    pack = root / "pack"
+    shutil.copytree(FIXTURES / "crash_recovery", pack)
+    with (pack / "ledger.csv").open(encoding="utf-8", newline="") as file:
+        rows = list(csv.DictReader(file))
+    for row in rows:
+        row["owner"] = FORMULA_OWNER if row["owner"] == "worker-3" else row["owner"]
+        row["session_id"] = "-1+1" if row["session_id"] == NO_EVENTS_SESSION else row["session_id"]
+    with (pack / "ledger.csv").open("w", encoding="utf-8", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    incident, settings = orphans.setup(pack, app_name="invoicing")
+    orphans.findings(orphans.sweep(incident, settings), incident, settings).write(
+        root / "findings.json"
+    )
+    return root
+
+
+def test_csv_cells_a_spreadsheet_would_run_start_with_a_quote(formulas: Path) -> None:
+    text = actions_command(formulas, kind="REDRIVE", fmt="csv")
+    parsed = list(csv.DictReader(io.StringIO(text)))
+    assert {r["owner"] for r in parsed} == {"'" + FORMULA_OWNER}
+    assert "'-1+1" in {r["session_id"] for r in parsed}
+    cells = [cell for row in csv.reader(io.StringIO(text)) for cell in row]
+    assert not [cell for cell in cells if cell.startswith(FORMULA_START)]
+    rows = json.loads(actions_command(formulas, kind="REDRIVE", fmt="json"))
+    assert {r["owner"] for r in rows} == {FORMULA_OWNER}  # JSON keeps the values as they are
+    assert "-1+1" in {r["session_id"] for r in rows}
+
+
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [
+        ("=1+1", "'=1+1"),
+        ("+1", "'+1"),
+        ("-1+1", "'-1+1"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("\t=1", "'\t=1"),
+        ("\r=1", "'\r=1"),
+        (["=a", "b"], "'=a;b"),
+        ({"k": "=1"}, '{"k": "=1"}'),
+        (-3, "'-3"),
+        ("worker-1", "worker-1"),
+        (None, ""),
+    ],
+)
+def test_a_cell_is_quoted_only_when_it_starts_like_a_formula(value: object, written: str) -> None:
+    assert cell(value) == written

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -109,14 +110,103 @@ def test_unknown_schema_is_refused() -> None:
 def test_not_json_and_missing_fields_are_refused() -> None:
     with pytest.raises(ParameterError, match="findings document is not JSON"):
         Findings.from_json("{nope")
+    with pytest.raises(ParameterError, match="findings document is not a JSON object"):
+        Findings.from_json("[1, 2]")
+    with pytest.raises(ParameterError, match="findings document is not JSON"):
+        Findings.from_json(b'{"schema": "\xff"}')  # not UTF-8
     data = json.loads(sample().to_json())
     del data["items"][0]["action"]
-    with pytest.raises(ParameterError, match="lacks or misshapes a field"):
+    with pytest.raises(
+        ParameterError, match=r"field of incidentkit\.findings/v1 at \$\.items\[0\]: .*`action`"
+    ):
         Findings.from_json(json.dumps(data))
     data = json.loads(sample().to_json())
     data["verdict"] = "FINE"
-    with pytest.raises(ParameterError, match="unknown findings verdict: 'FINE'"):
+    with pytest.raises(ParameterError, match=r"at \$\.verdict: .*Invalid enum value 'FINE'"):
         Findings.from_json(json.dumps(data))
+
+
+def _set(data: dict[str, Any], path: tuple[str | int, ...], value: Any) -> dict[str, Any]:
+    target: Any = data
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "named"),
+    [
+        (("flow",), 7, "$.flow"),
+        (("flow",), "../../elsewhere", "$.flow"),
+        (("verdict",), None, "$.verdict"),
+        (("generated_by",), ["incidentkit"], "$.generated_by"),
+        (("summary",), [], "$.summary"),
+        (("summary", "orphans"), "2", "$.summary['orphans']"),
+        (("summary", "orphans"), 2**64, "$.summary['orphans']"),
+        (("summary", "crash_loops"), True, "$.summary['crash_loops']"),
+        (("evidence",), "checkout", "$.evidence"),
+        (("evidence", "title"), {"t": 1}, "$.evidence.title"),
+        (("evidence", "window"), ["2026-11-29T03:00:00Z"], "$.evidence.window"),
+        (("evidence", "window"), ["2026-11-29T03:00:00Z", "soon"], "$.evidence.window[1]"),
+        (("evidence", "as_of"), "2026-11-29T03:10:00", "$.evidence.as_of"),  # naive
+        (("evidence", "as_of"), "", "$.evidence.as_of"),
+        (("evidence", "parameters"), [1], "$.evidence.parameters"),
+        (("items",), {"0": {}}, "$.items"),
+        (("items", 0), "orphans/crash-loops", "$.items[0]"),
+        (("items", 0, "id"), None, "$.items[0].id"),
+        (("items", 0, "severity"), "URGENT", "$.items[0].severity"),
+        (("items", 1, "title"), 5, "$.items[1].title"),
+        (("items", 0, "count"), -1, "$.items[0].count"),
+        (("items", 0, "count"), 1.5, "$.items[0].count"),
+        (("items", 0, "rows"), {"run_id": "r1"}, "$.items[0].rows"),
+        (("items", 0, "rows", 1), "r2", "$.items[0].rows[1]"),
+    ],
+)
+def test_a_misshapen_field_is_named(path: tuple[str | int, ...], value: Any, named: str) -> None:
+    data = _set(json.loads(sample().to_json()), path, value)
+    with pytest.raises(ParameterError, match=f"incidentkit.findings/v1 at {re.escape(named)}: "):
+        Findings.from_json(json.dumps(data))
+
+
+def test_values_nested_too_deeply_are_refused_with_their_field() -> None:
+    deep: Any = "x"
+    for _ in range(100):
+        deep = [deep]
+    data = _set(json.loads(sample().to_json()), ("items", 0, "rows", 0, "calls"), deep)
+    with pytest.raises(ParameterError, match=r"at \$\.items\[0\]\.rows: 'nested more than 64"):
+        Findings.from_json(json.dumps(data))
+    data = _set(json.loads(sample().to_json()), ("evidence", "parameters", "deep"), deep)
+    with pytest.raises(ParameterError, match=r"at \$\.evidence\.parameters: 'nested more"):
+        Findings.from_json(json.dumps(data))
+    deeper = "[" * 100_000 + "]" * 100_000  # past msgspec's own limit
+    text = sample().to_json().replace('"calls": [', f'"calls": {deeper}, "more": [')
+    with pytest.raises(ParameterError, match="findings document nests too deeply to read"):
+        Findings.from_json(text)
+
+
+def test_unknown_keys_and_missing_evidence_fields_are_tolerated() -> None:
+    data = json.loads(sample().to_json())
+    data["comment"], data["items"][0]["note"] = "added by hand", {"x": 1}
+    data["evidence"] = {"title": "checkout outage"}
+    findings = Findings.from_json(json.dumps(data))
+    assert findings.evidence.window is None and findings.evidence.parameters == {}
+    assert findings.items == sample().items
+
+
+def test_write_renames_a_whole_document_into_place(tmp_path: Path) -> None:
+    """A reader sees the old document or the new one: the new one is a new file renamed over
+    the old (another inode), never the old file rewritten in place; nothing else is left."""
+    path = sample().write(tmp_path / "findings.json")
+    before = path.stat().st_ino
+    held = path.open(encoding="utf-8")  # a reader that opened the old document
+    changed = Findings("orphans", Verdict.CLEAN, {"runs": 1}, ())
+    changed.write(path)
+    assert path.stat().st_ino != before
+    assert Findings.from_json(held.read()) == sample()  # the reader still reads the whole old one
+    held.close()
+    assert Findings.read(path) == changed
+    assert [p.name for p in tmp_path.iterdir()] == ["findings.json"]
 
 
 def test_naive_times_are_refused() -> None:

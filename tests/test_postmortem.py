@@ -1,13 +1,16 @@
 """Postmortem drafts from findings: the bundled latency incident against its findings and truth,
-a `run all` folder, determinism, the TODO marker, incomplete evidence and the errors."""
+a `run all` folder, determinism, the TODO marker, incomplete evidence, the errors, and findings
+carrying hostile text (no markup of theirs comes alive in the draft, md or html)."""
 
 from __future__ import annotations
 
 import json
 import re
 import shutil
+from html.parser import HTMLParser
 from pathlib import Path
 
+import mistune
 import pandas as pd
 import pytest
 
@@ -15,6 +18,7 @@ from incidentkit.errors import ParameterError
 from incidentkit.findings import Findings
 from incidentkit.flows import latency_cliff, orphans, overview, runaway
 from incidentkit.postmortem import TODO, collect_findings, postmortem_command
+from incidentkit.postmortem.text import code, md
 from incidentkit.runner import failed_findings
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -58,7 +62,16 @@ def run_all(tmp_path_factory: pytest.TempPathFactory, lc: Path) -> Path:
         else:
             findings.write(out / flow / "findings.json")
     (out / "orphans" / "orphans.html").write_text("<html></html>", encoding="utf-8")
-    (out / "summary.json").write_text("{}", encoding="utf-8")
+    flows = {
+        flow: {"verdict": "ACTION_NEEDED", "exit_code": 1, "findings": f"{flow}/findings.json"}
+        for flow in ("latency_cliff", "orphans", "runaway", "overview")  # overview: no findings
+    }
+    summary = {
+        **{"schema": "incidentkit.run-all/v1", "generated_by": "incidentkit 0.1.0"},
+        **{"exit_code": 1, "flows": flows, "pending": []},
+        "skipped": {"session": "needs -p session_id"},
+    }
+    (out / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
     return out
 
 
@@ -147,7 +160,7 @@ def test_the_draft_has_every_section_and_marks_what_a_person_writes(lc: Path) ->
     evidence = _section(text, "Evidence")
     assert "- window (UTC): 2026-11-29T02:55:00.000Z .. 2026-11-29T03:16:00.000Z" in evidence
     assert "- as of (UTC): 2026-11-29T03:16:00.000Z" in evidence
-    assert "`client_timeout_s` = `60.0` ([apps.support])" in evidence
+    assert "`client_timeout_s` = `60.0` (\\[apps.support\\])" in evidence  # escaped text
     assert "- rejects: 0 " in evidence and "- coverage: " in evidence
 
 
@@ -192,7 +205,9 @@ def test_a_run_all_folder_reads_every_flow_with_relative_links(run_all: Path) ->
     assert [r[1].rsplit("(", 1)[1] for r in leases] == ["first of 10)", "last of 10)"]
     assert "`incidentkit actions OUT/orphans --kind ASK_DOWNSTREAM`" in text
     assert "report [orphans/orphans.html](orphans/orphans.html)" in text
-    assert "[summary.json](summary.json)" in text
+    assert "[summary.json](summary.json) (exit 1)" in text
+    assert "- skipped: session (needs -p session_id)" in text
+    assert "- in summary.json without a findings.json here: overview" in text
     assert "maxLlmCalls 20 (recommended" in _section(text, "Detection")
 
 
@@ -380,3 +395,165 @@ def test_failed_flows_share_one_evidence_incomplete_note(lc: Path, tmp_path: Pat
     assert "### latency_cliff" in causes
     items = _section(text, "Action items")
     assert items.count("Fix what the message says") == 1  # one item, both proofs
+
+
+# ---------------------------------------------------------------------------- hostile values
+
+MARK = "pmx"
+
+
+def _hostile(n: int) -> str:
+    """Markup, a code span break-out, links and Markdown syntax, carrying marker ``n``."""
+    m = f"{MARK}{n:03d}q"
+    return (
+        f" <img src=x onerror=alert('{m}')></title><script>alert('{m}')</script>"
+        f"`<x-{m}>{m}</x-{m}>`` [{m}](javascript:alert(1)) <javascript:alert('{m}')> "
+        f"&lt;b&gt;{m} | *{m}* \n\n<div>{m}</div>\n# {m}"
+    )
+
+
+class _Hostile:
+    """Appends a numbered :func:`_hostile` to every text value that is not a time."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, value: object) -> object:
+        if isinstance(value, str) and (value == "" or _not_time(value)):
+            self.count += 1
+            return value + _hostile(self.count)
+        if isinstance(value, list):
+            return [self(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self(v) for k, v in value.items()}
+        return value
+
+
+def _not_time(text: str) -> bool:
+    try:
+        return pd.Timestamp(text).tzinfo is None
+    except ValueError:
+        return True
+
+
+def _hostile_copy(run_all: Path, to: Path) -> tuple[Path, int]:
+    """``run_all`` with hostile text in every text field its findings carry (titles, details,
+    actions, row values, parameters, summary names, the tool's name and an extra item's id)."""
+    shutil.copytree(run_all, to)
+    spoil = _Hostile()
+    for path in sorted(to.glob("*/findings.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["generated_by"] += _hostile(901)
+        evidence = data["evidence"]
+        evidence["title"] = (evidence["title"] or "") + _hostile(900)
+        evidence["parameters"] = spoil(evidence["parameters"])
+        evidence["parameters"]["tool" + _hostile(0)] = "a``b`"  # a key and a value with backticks
+        data["summary"]["rejected" + _hostile(0)] = 1
+        for item in data["items"]:
+            for key in ("title", "detail", "action"):
+                item[key] = spoil(item[key])
+            item["rows"] = spoil(item["rows"])
+        data["items"].append(
+            {
+                **{"id": f"{data['flow']}/x`y" + _hostile(0), "severity": "WARNING"},
+                **{"title": spoil("t"), "detail": spoil("d"), "action": spoil("a")},
+                **{"count": 1, "rows": [{"at": "2026-11-29T03:00:00Z", "what": spoil("w")}]},
+            }
+        )
+        path.write_text(json.dumps(data), encoding="utf-8")
+    return to, spoil.count
+
+
+class _Page(HTMLParser):
+    """The elements, attributes and text of an HTML page."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: set[str] = set()
+        self.attributes: list[tuple[str, str, str]] = []
+        self.text: list[str] = []
+        self.codes: list[str] = []
+        self._in_code = False
+        self.feed(page)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        self.attributes += [(tag, name, value or "") for name, value in attrs]
+        self._in_code = tag == "code"
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in_code = False
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+        if self._in_code:
+            self.codes.append(data)
+
+
+DRAFT_TAGS = {"h1", "h2", "h3", "p", "ul", "li", "table", "thead", "tbody", "tr", "th", "td"}
+DRAFT_TAGS |= {"code", "a", "strong", "em", "blockquote"}
+PAGE_TAGS = {"html", "head", "meta", "title", "style", "body"}
+
+
+def _assert_inert(page: str) -> _Page:
+    """No element or attribute in ``page`` comes from the findings; what they say is text."""
+    parsed = _Page(page)
+    assert parsed.tags <= DRAFT_TAGS | PAGE_TAGS, parsed.tags - DRAFT_TAGS - PAGE_TAGS
+    allowed = {("a", "href"), ("html", "lang"), ("meta", "charset")}
+    assert {(tag, name) for tag, name, _ in parsed.attributes} <= allowed
+    links = [value for tag, name, value in parsed.attributes if name == "href"]
+    assert links and all(re.fullmatch(r"[\w./-]+", link) for link in links), links
+    text = "".join(parsed.text)
+    shown = set(re.findall(rf"{MARK}(\d+)q", text))
+    assert {"000", "900", "901"} <= shown and len(shown) > 50  # the title, rows, parameters, ...
+    assert "<img src=x onerror=alert(" in text  # read as text, whole
+    return parsed
+
+
+@pytest.mark.parametrize("fmt", ["md", "html"])
+def test_hostile_findings_give_a_draft_with_no_live_markup(
+    run_all: Path, tmp_path: Path, fmt: str
+) -> None:
+    out, markers = _hostile_copy(run_all, tmp_path / "hostile")
+    assert markers > 100
+    draft = postmortem_command(out, fmt=fmt)
+    if fmt == "html":
+        assert "<title>Postmortem draft: Invoicing flow killed" in draft
+        assert "&lt;/title&gt;&lt;script&gt;" in draft.split("</title>")[0]
+    # the .md as a CommonMark renderer that keeps raw HTML renders it (the worst case)
+    page = mistune.create_markdown(escape=False, plugins=["table"])(draft) if fmt == "md" else draft
+    parsed = _assert_inert(page)
+    assert '"a``b`"' in parsed.codes  # a value with backticks is one whole code span
+
+
+def test_a_code_span_is_longer_than_any_backtick_run_inside() -> None:
+    assert code("plain") == "`plain`"
+    assert code("a`b") == "``a`b``"
+    assert code("``x`") == "``` ``x` ```"
+    assert code("a | b") == "a \\| b"  # a pipe would end a table cell: escaped text instead
+    render = mistune.create_markdown(escape=False)
+    for value in ("a`b", "``x`", "`", "x``"):
+        assert _Page(render(f"see {code(value)} here")).codes == [value]
+
+
+def test_markdown_text_escapes_html_as_entities() -> None:
+    assert md("<b> & </b>") == "&lt;b&gt; &amp; &lt;/b&gt;"
+    assert md("a\n\n# b|c") == "a # b\\|c"
+
+
+def test_the_summary_schema_is_the_one_run_all_writes(run_all: Path, tmp_path: Path) -> None:
+    from incidentkit.batch import SUMMARY_SCHEMA
+    from incidentkit.postmortem.collect import RUN_ALL_SCHEMA
+
+    assert RUN_ALL_SCHEMA == SUMMARY_SCHEMA
+    out = tmp_path / "all"
+    shutil.copytree(run_all, out)
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    summary["skipped"] = ["session"]
+    (out / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    with pytest.raises(ParameterError, match=r"summary\.json lacks .* at \$\.skipped: "):
+        postmortem_command(out, fmt="md")
+    (out / "summary.json").write_text('{"schema": "incidentkit.run-all/v1",', encoding="utf-8")
+    with pytest.raises(ParameterError, match=r"cannot read summary\.json"):
+        postmortem_command(out, fmt="md")

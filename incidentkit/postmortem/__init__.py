@@ -12,11 +12,14 @@ prevent / process, owner ``_owner_``) and the evidence appendix.
 - The wording is blameless: systems and conditions, never a person.
 - The same findings give the same draft, byte for byte: no clock, no absolute path, every
   derived set sorted.
+- Nothing from the findings becomes markup: text is escaped (HTML as entities), code spans are
+  fenced longer than any backtick run inside (``text.md``, ``text.code``).
 
 :func:`collect_findings` is the reader both this package and :mod:`incidentkit.actions` use.
 
-Modules, in the order of the data: ``collect`` (reading findings.json) → ``text`` (wording of
-values) and ``proof`` (pointers to rows) → one per section: ``impact``, ``timeline``,
+Modules, in the order of the data: ``collect`` (reading findings.json and summary.json, each
+checked against its schema) → ``text`` (wording and escaping of values) and ``proof`` (pointers
+to rows) → one per section: ``impact``, ``timeline``,
 ``causes``, ``detection``, ``action_items`` (with the resolution), ``appendix`` → ``render``
 (the Markdown draft, its HTML page, the command).
 """

@@ -9,7 +9,7 @@ from typing import Any
 from incidentkit.findings import Finding
 from incidentkit.postmortem.collect import EVIDENCE_ITEMS, FlowFindings
 from incidentkit.postmortem.proof import Ref, cite, item_ref
-from incidentkit.postmortem.text import TODO, md
+from incidentkit.postmortem.text import TODO, code, md
 
 ACTION_TYPES = ("mitigate", "prevent", "process")
 """The types of action item, in the order of the table."""
@@ -53,7 +53,7 @@ def _export_hint(ff: FlowFindings, item: Finding) -> str:
     where = "OUT" if folder == "." else f"OUT/{folder}"
     return (
         " (runs to act on: "
-        + ", ".join(f"`incidentkit actions {where} --kind {k}`" for k in kinds)
+        + ", ".join(code(f"incidentkit actions {where} --kind {k}") for k in kinds)
         + ")"
     )
 

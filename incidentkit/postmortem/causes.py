@@ -55,7 +55,7 @@ def causes(sources: Sequence[FlowFindings]) -> list[str]:
             owners, pointers, _ = distinct(ff, ORPHAN_ITEMS, "owner")
             if owners:
                 lines.append(
-                    f"- **Trigger**: worker(s) {', '.join(owners)} stopped while runs were in "
+                    f"- **Trigger**: worker(s) {md(', '.join(owners))} stopped while runs were in "
                     f"flight; their leases ran out (timeline) {cite(pointers)}"
                 )
                 lines.append(

@@ -1,13 +1,16 @@
-"""Reading an incident's findings: ``OUT/findings.json`` and ``OUT/*/findings.json``."""
+"""Reading an incident's findings: ``OUT/findings.json``, ``OUT/*/findings.json`` and the
+``summary.json`` of a ``run all``, each checked against its schema."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+import msgspec
 
 from incidentkit.errors import ParameterError
-from incidentkit.findings import Finding, Findings, Verdict
+from incidentkit.findings import Finding, Findings, Verdict, misshapen
 
 ORPHAN_ITEMS = tuple(
     f"orphans/{kind}"
@@ -26,6 +29,10 @@ EVIDENCE_ITEMS = (
     "/evidence-limits",
 )
 """Endings of the item ids that speak of the evidence, not of the incident."""
+RUN_ALL_SCHEMA = "incidentkit.run-all/v1"
+"""The schema of ``run all``'s ``summary.json`` (``incidentkit.batch.SUMMARY_SCHEMA``)."""
+MAX_TIMEOUT_S = 366 * 86400.0
+"""The longest ``client_timeout_s`` the draft computes with (a year); longer is not read."""
 NAVIGATION_FLOWS = frozenset({"overview"})
 """Flows whose findings point to the other flows (which to open first), not to a fix: the draft
 leaves them out of the root cause, the detection and the action items."""
@@ -70,9 +77,12 @@ class FlowFindings:
 
     @property
     def timeout(self) -> float | None:
-        """The ``client_timeout_s`` parameter in seconds, else None."""
+        """The ``client_timeout_s`` parameter in seconds, else None (also when it is not a
+        number, or not above 0 and up to :data:`MAX_TIMEOUT_S`)."""
         value = self.findings.evidence.parameters.get("client_timeout_s")
-        return float(value) if isinstance(value, int | float) else None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        return float(value) if 0 < value <= MAX_TIMEOUT_S else None  # NaN compares False
 
     def item(self, item_id: str) -> tuple[int, Finding] | None:
         return next(((n, i) for n, i in enumerate(self.findings.items) if i.id == item_id), None)
@@ -114,3 +124,58 @@ def collect_findings(out: Path) -> tuple[FlowFindings, ...]:
         report = page.relative_to(folder).as_posix() if page.is_file() else None
         found.append(FlowFindings(rel, findings, report))
     return tuple(found)
+
+
+class FlowRun(msgspec.Struct):
+    """One flow of ``summary.json`` (``docs/scheduling.md``)."""
+
+    exit_code: int | None = None
+    status: str | None = None
+    verdict: str | None = None
+    error: str | None = None
+    findings: str | None = None
+    report: str | None = None
+    notebook: str | None = None
+    top_finding: dict[str, Any] | None = None
+    parameters: dict[str, Any] | None = None
+    seconds: float | None = None
+
+
+class RunSummary(msgspec.Struct):
+    """``run all``'s ``summary.json`` (``incidentkit.run-all/v1``); unknown keys are ignored."""
+
+    schema: Literal["incidentkit.run-all/v1"]
+    generated_by: str
+    exit_code: int
+    flows: dict[str, Any]  # name -> FlowRun, checked one by one to name the one that is wrong
+    status: str | None = None
+    pending: list[str] = msgspec.field(default_factory=list)
+    skipped: dict[str, str] = msgspec.field(default_factory=dict)
+    error: str | None = None
+    evidence: str | None = None
+    title: str | None = None
+    as_of: str | None = None
+    window: tuple[str, str] | None = None
+    parameters: dict[str, Any] | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    stale: dict[str, Any] | None = None
+
+
+def read_summary(out: Path) -> RunSummary | None:
+    """``out/summary.json`` checked against its schema, or None when there is none."""
+    path = Path(out) / "summary.json"
+    if not path.is_file():
+        return None
+    fix = "give the OUT of `incidentkit run all` as it wrote it, or run it again"
+    at = "$"
+    try:
+        summary = msgspec.json.decode(path.read_bytes(), type=RunSummary)
+        for name, flow in summary.flows.items():
+            at = f"$.flows[{name!r}]"
+            summary.flows[name] = msgspec.convert(flow, FlowRun)
+    except msgspec.ValidationError as err:
+        raise misshapen("summary.json", err, RUN_ALL_SCHEMA, "docs/scheduling.md", at=at) from err
+    except (msgspec.DecodeError, OSError, RecursionError) as err:
+        raise ParameterError("cannot read summary.json", value=str(err), fix=fix) from err
+    return summary

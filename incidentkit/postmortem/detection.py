@@ -8,7 +8,7 @@ import pandas as pd
 
 from incidentkit.postmortem.collect import ORPHAN_ITEMS, FlowFindings
 from incidentkit.postmortem.proof import cite, counter, dated, item_ref
-from incidentkit.postmortem.text import TODO, iso, utc
+from incidentkit.postmortem.text import TODO, iso, md, num, utc
 
 
 def _latency(ff: FlowFindings) -> list[str]:
@@ -24,8 +24,11 @@ def _latency(ff: FlowFindings) -> list[str]:
     if timeout and starts:
         stamp, _, n, _ = starts[0]
         proof = item_ref(ff, "latency_cliff/open-invocations", [n]).text()
-        gave_up = iso(stamp + pd.Timedelta(seconds=timeout))
-        sooner = iso(stamp + pd.Timedelta(seconds=timeout * 0.75))
+        try:
+            gave_up = iso(stamp + pd.Timedelta(seconds=timeout))
+            sooner = iso(stamp + pd.Timedelta(seconds=timeout * 0.75))
+        except (OverflowError, ValueError):  # past the last time a timestamp holds
+            return lines
         lines.append(
             f"- latency_cliff: the first user gave up at {gave_up}, when the first open "
             f"invocation passed the {timeout:g} s client timeout {proof}"
@@ -43,8 +46,8 @@ def _runaway(ff: FlowFindings) -> list[str]:
     hits = ff.rows("runaway/hit-limit")
     if hits:
         lines.append(
-            f"- runaway: the limit (maxLlmCalls {hits[0].get('limit')}) stopped "
-            f"{len(hits)} invocation(s) after {hits[0].get('model_calls')} model calls "
+            f"- runaway: the limit (maxLlmCalls {num(hits[0].get('limit'))}) stopped "
+            f"{len(hits)} invocation(s) after {num(hits[0].get('model_calls'))} model calls "
             f"{item_ref(ff, 'runaway/hit-limit').text()}"
         )
     if s.get("recommended_max_llm_calls"):
@@ -65,14 +68,14 @@ def _orphans(ff: FlowFindings) -> list[str]:
         first = item_ref(ff, item_id, [n]).text()
         lines.append(
             "- orphans: the recovery sweeper claims an orphan once its lease runs out; "
-            f"the first ran out at {utc(row['lease_until'])} {first}"
+            f"the first ran out at {md(utc(row['lease_until']))} {first}"
         )
     if ff.rows("orphans/crash-loops"):
         lines.append(
             "- orphans: the attempts cap parks a crash loop and alerts "
             f"{item_ref(ff, 'orphans/crash-loops').text()}"
         )
-        before = f", before {utc(leases[0][3]['lease_until'])}" if leases else ""
+        before = f", before {md(utc(leases[0][3]['lease_until']))}" if leases else ""
         lines.append(
             "- orphans: sooner: an alert on a worker that exits or stops renewing its "
             f"leases fires at the stop itself{before}"
@@ -98,7 +101,7 @@ def _vanished(ff: FlowFindings) -> list[str]:
     return [
         "- vanished_state: lost state raises no error; an alert on two invocations "
         "open at once on one session fires at the overlap, first at "
-        f"{utc(first[0][3]['b_start']) if first else 'n/a'} "
+        f"{md(utc(first[0][3]['b_start'])) if first else 'n/a'} "
         f"{item_ref(ff, 'vanished_state/overlapping-invocations').text()}"
     ]
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
+
+import pandas as pd
 
 from incidentkit.postmortem.collect import ORPHAN_ITEMS, FlowFindings
 from incidentkit.postmortem.proof import Ref, cite, counter, distinct, item_ref
-from incidentkit.postmortem.text import duration, iso, ms, num, time
+from incidentkit.postmortem.text import duration, iso, md, ms, num, time
 
 MEASURES = ("runs", "sessions", "users", "invocations", "duration", "tokens")
 """The measures every flow is asked for, in the order of the section."""
@@ -24,6 +27,22 @@ class Claim:
     def line(self) -> str:
         head = f"n/a — {self.text}" if self.missing else self.text
         return f"{head} {cite(self.proof)}".rstrip()
+
+
+def _number(value: object) -> TypeGuard[int | float]:
+    """Whether a row value is a finite number (a cost, a count), not a flag or text."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 1e300
+
+
+def _seconds(start: pd.Timestamp | None, end: pd.Timestamp | None) -> float | None:
+    """Seconds from ``start`` to ``end``; None when either is missing or they are further
+    apart than a time span holds (about 292 years)."""
+    if start is None or end is None:
+        return None
+    try:
+        return float((end - start).total_seconds())
+    except (OverflowError, ValueError):
+        return None
 
 
 def _na(reason: str) -> Claim:
@@ -57,8 +76,8 @@ def _latency(ff: FlowFindings) -> dict[str, Claim]:
             f"{num(s.get('run_starts_since_cliff', c.get('runs_after')))} runs started since "
             f"the cliff, each slower: p50 {ms(c.get('p50_before_ms'))} → "
             f"{ms(c.get('p50_after_ms'))}, p95 {ms(c.get('p95_before_ms'))} → "
-            f"{ms(c.get('p95_after_ms'))}; errors {c.get('errors_before')} before, "
-            f"{c.get('errors_after')} after",
+            f"{ms(c.get('p95_after_ms'))}; errors {num(c.get('errors_before'))} before, "
+            f"{num(c.get('errors_after'))} after",
             (item_ref(ff, "latency_cliff/cliff"), counter(ff, "run_starts_since_cliff")),
         )
     else:
@@ -73,10 +92,11 @@ def _latency(ff: FlowFindings) -> dict[str, Claim]:
     claims["users"] = _no_column(ff, "user id")
     as_of = time(ff.findings.evidence.as_of)
     at = time(cliff[0].get("at")) if cliff else None
-    if at is not None and as_of is not None:
+    seconds = _seconds(at, as_of)
+    if at is not None and as_of is not None and seconds is not None:
         still = ", invocations still open then" if s.get("open_invocations") else ""
         claims["duration"] = Claim(
-            f"≥ {duration((as_of - at).total_seconds())}: from the cliff at {iso(at)} to "
+            f"≥ {duration(seconds)}: from the cliff at {iso(at)} to "
             f"as_of {iso(as_of)}{still}; the findings show no recovery",
             (item_ref(ff, "latency_cliff/cliff"), Ref(ff.rel, key="evidence.as_of")),
         )
@@ -92,7 +112,7 @@ def _latency(ff: FlowFindings) -> dict[str, Claim]:
 def _orphans(ff: FlowFindings) -> dict[str, Claim]:
     s, claims = ff.findings.summary, {}
     if "orphans" not in s and ff.limits is not None:  # the events cannot tell runs apart
-        why = f"the orphans flow withheld its classes: {ff.limits.title}"
+        why = f"the orphans flow withheld its classes: {md(ff.limits.title)}"
         claims = {key: _na(why) for key in ("runs", "sessions", "invocations")}
         claims["users"] = _na("the orphan run rows carry no user id")
         claims["tokens"] = _no_tokens(ff)
@@ -116,7 +136,9 @@ def _orphans(ff: FlowFindings) -> dict[str, Claim]:
     claims["tokens"] = _no_tokens(ff)
     dupes = ff.rows("orphans/duplicate-effects")
     if dupes:
-        keys = ", ".join(f"{r.get('business_key')} ({r.get('effects')} effects)" for r in dupes)
+        keys = ", ".join(
+            f"{md(r.get('business_key'))} ({num(r.get('effects'))} effects)" for r in dupes
+        )
         claims["duplicate effects"] = Claim(
             f"{len(dupes)} business keys applied more than once: {keys}",
             (item_ref(ff, "orphans/duplicate-effects"),),
@@ -147,7 +169,7 @@ def _runaway(ff: FlowFindings) -> dict[str, Claim]:
     claims["duration"] = _no_column(ff, "times")
     if "runaway_tokens" in s and s.get("tokens"):
         share = s["runaway_tokens"] / s["tokens"]
-        costs = [float(r["cost"]) for r in ff.rows("runaway/cost") if r.get("cost") is not None]
+        costs = [float(c) for r in ff.rows("runaway/cost") if _number(c := r.get("cost"))]
         cost = f"; cost {round(sum(costs), 2)}" if costs else ""
         claims["tokens"] = Claim(
             f"{num(s['runaway_tokens'])} by the flagged invocations, {share:.0%} of the app's "
@@ -168,7 +190,7 @@ def _state(ff: FlowFindings, overlaps: str, faults: str | None) -> dict[str, Cla
     ):
         if parameters.get(name):
             claims[measure] = Claim(
-                f"1 ({parameters[name]}, {whose})",
+                f"1 ({md(parameters[name])}, {whose})",
                 (Ref(ff.rel, key=f"evidence.parameters.{name}"),),
             )
     items = [i for i in (faults, overlaps) if i is not None and ff.item(i)]
@@ -197,7 +219,9 @@ def _vanished(ff: FlowFindings) -> dict[str, Claim]:
     rows = ff.rows("vanished_state/keys")
     lost = [n for n, r in enumerate(rows, 1) if r.get("verdict") != "PRESENT"]
     if rows:
-        names = ", ".join(f"{rows[n - 1].get('key')} ({rows[n - 1].get('verdict')})" for n in lost)
+        names = ", ".join(
+            f"{md(rows[n - 1].get('key'))} ({md(rows[n - 1].get('verdict'))})" for n in lost
+        )
         claims["state keys"] = Claim(
             f"{len(lost)} of {len(rows)} keys did not stick" + (f": {names}" if names else ""),
             (item_ref(ff, "vanished_state/keys", lost or None),),

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from incidentkit.postmortem.collect import FlowFindings
-from incidentkit.postmortem.text import time
+from incidentkit.postmortem.text import code, link, md, time
 
 Dated = tuple[pd.Timestamp, str, int, dict[str, Any]]
 """A dated row: its time, its item, its 1-based row number, the row."""
@@ -45,9 +45,9 @@ def cite(pointers: Iterable[Ref]) -> str:
     """Pointers as one parenthesis per findings document: ``([f](f) → `a`, row 1; summary.b)``."""
     grouped: dict[str, list[str]] = {}
     for ref in pointers:
-        what = ref.key if ref.item is None else f"`{ref.item}`{_rows_text(ref.rows)}"
-        grouped.setdefault(ref.rel, []).append(str(what))
-    return " ".join(f"([{rel}]({rel}) → {'; '.join(parts)})" for rel, parts in grouped.items())
+        what = md(ref.key) if ref.item is None else f"{code(ref.item)}{_rows_text(ref.rows)}"
+        grouped.setdefault(ref.rel, []).append(what)
+    return " ".join(f"({link(rel)} → {'; '.join(parts)})" for rel, parts in grouped.items())
 
 
 def item_ref(ff: FlowFindings, item_id: str, rows: Iterable[int] | None = None) -> Ref:

@@ -11,7 +11,7 @@ from incidentkit.findings import Verdict
 from incidentkit.postmortem.action_items import actions, resolution
 from incidentkit.postmortem.appendix import appendix
 from incidentkit.postmortem.causes import causes
-from incidentkit.postmortem.collect import FlowFindings, collect_findings
+from incidentkit.postmortem.collect import FlowFindings, collect_findings, read_summary
 from incidentkit.postmortem.detection import detection
 from incidentkit.postmortem.impact import impact
 from incidentkit.postmortem.proof import Ref, item_ref
@@ -23,13 +23,17 @@ FORMATS = ("md", "html")
 _SEVERITY = {"CRITICAL": 0, "WARNING": 1}
 
 
+def _title(sources: Sequence[FlowFindings]) -> str:
+    """The incident's title (the first of the findings' titles), as plain text."""
+    titles = sorted({t for ff in sources if (t := ff.findings.evidence.title)})
+    return titles[0] if titles else f"incident ({', '.join(ff.flow for ff in sources)})"
+
+
 def _preamble(sources: Sequence[FlowFindings]) -> list[str]:
     """The title, what the draft is, and a warning per flow whose evidence is incomplete."""
-    titles = sorted({t for ff in sources if (t := ff.findings.evidence.title)})
-    title = titles[0] if titles else f"incident ({', '.join(ff.flow for ff in sources)})"
     flows = ", ".join(f"{ff.flow} {ff.findings.verdict.value}" for ff in sources)
     lines = [
-        f"# Postmortem draft: {md(str(title))}",
+        f"# Postmortem draft: {md(_title(sources))}",
         "",
         f"Drafted by incidentkit from the findings in this folder ({flows}). Numbers and times "
         "link to the rows that prove them; paths are relative to this folder. Passages marked "
@@ -80,7 +84,9 @@ def _summary(sources: Sequence[FlowFindings]) -> list[str]:
 
 
 def postmortem_markdown(sources: Sequence[FlowFindings], out: Path) -> str:
-    """The draft as Markdown, from the findings ``collect_findings(out)`` returned."""
+    """The draft as Markdown, from the findings ``collect_findings(out)`` returned (and
+    ``out/summary.json``, checked against its schema, when there is one)."""
+    summary = read_summary(out)
     lines = [
         *_preamble(sources),
         "",
@@ -120,20 +126,29 @@ def postmortem_markdown(sources: Sequence[FlowFindings], out: Path) -> str:
         *actions(sources),
         "",
         "## Evidence",
-        *appendix(sources, out),
+        *appendix(sources, summary),
     ]
     return "\n".join(lines) + "\n"
 
 
 def to_html(markdown: str, *, title: str) -> str:
-    """``markdown`` as a standalone HTML page (mistune, raw HTML in the text escaped)."""
+    """``markdown`` as a standalone HTML page: mistune, with raw HTML in the text escaped and
+    entities (``&lt;``, how the draft writes ``<``) kept; links only to safe protocols."""
     try:
         import mistune
+        from mistune.util import safe_entity
     except ImportError as err:  # pragma: no cover - nbconvert depends on it
         raise ParameterError(
             "the html format needs mistune", value=str(err), fix="pip install 'mistune>=3'"
         ) from err
-    body = mistune.create_markdown(escape=True, plugins=["table"])(markdown)
+
+    class Renderer(mistune.HTMLRenderer):
+        """Raw HTML escaped (``escape=True``); text entities kept, not escaped a second time."""
+
+        def text(self, text: str) -> str:
+            return safe_entity(text)
+
+    body = mistune.create_markdown(renderer=Renderer(escape=True), plugins=["table"])(markdown)
     style = (
         "body{font-family:sans-serif;max-width:70em;margin:2em auto;line-height:1.45}"
         "table{border-collapse:collapse}th,td{border:1px solid #ccc;padding:.2em .5em;"
@@ -157,4 +172,4 @@ def postmortem_command(out: Path, *, fmt: str) -> str:
     text = postmortem_markdown(sources, Path(out))
     if fmt == "md":
         return text
-    return to_html(text, title=text.splitlines()[0].removeprefix("# "))
+    return to_html(text, title=f"Postmortem draft: {_title(sources)}")

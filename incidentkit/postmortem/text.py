@@ -1,25 +1,52 @@
-"""The draft's wording of values: the TODO marker, Markdown-safe text, numbers, durations, times."""
+"""The draft's wording of values: the TODO marker, Markdown-safe text and code spans, links,
+numbers, durations, times."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
+from urllib.parse import quote
 
 import pandas as pd
 
 TODO = "TODO(author):"
 """The marker of every passage a person must write (``> TODO(author): ...``)."""
 
+_MD = str.maketrans(
+    {
+        **{char: "\\" + char for char in "\\`*[]|"},
+        **{"&": "&amp;", "<": "&lt;", ">": "&gt;"},
+    }
+)
+"""Markdown syntax escaped with a backslash, HTML as entities (no renderer reads a tag in it)."""
 
-def md(text: str) -> str:
-    """Text from the findings, safe inside Markdown prose and table cells."""
-    for char in "\\`*[]|":
-        text = text.replace(char, "\\" + char)
-    return " ".join(text.split())
+
+def md(text: object) -> str:
+    """Text from the findings, safe inside Markdown prose and table cells: on one line, with no
+    link, code span, strong emphasis, table cell or HTML of its own."""
+    return " ".join(str(text).translate(_MD).split())
+
+
+def code(text: object) -> str:
+    """``text`` as a Markdown code span, on one line; its delimiter is longer than any run of
+    backticks inside (CommonMark). Text holding ``|`` (a table cell would end there: not every
+    renderer reads ``\\|`` in a code span) is escaped prose (:func:`md`) instead."""
+    value = " ".join(str(text).split())
+    if "|" in value or not value:
+        return md(value)
+    fence = "`" * (max((len(run) for run in re.findall("`+", value)), default=0) + 1)
+    pad = " " if value.startswith("`") or value.endswith("`") else ""
+    return f"{fence}{pad}{value}{pad}{fence}"
+
+
+def link(path: str) -> str:
+    """A Markdown link to ``path`` (relative to OUT), its text escaped and its target quoted."""
+    return f"[{md(path)}]({quote(path)})"
 
 
 def num(value: Any) -> str:
-    """An int with thousands separators; anything else as it is."""
-    return f"{value:,}" if isinstance(value, int) else str(value)
+    """An int with thousands separators; anything else as escaped text (:func:`md`)."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else md(value)
 
 
 def duration(seconds: float) -> str:
@@ -44,9 +71,9 @@ def time(text: Any) -> pd.Timestamp | None:
         return None
     try:
         stamp = pd.Timestamp(text)
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
-    return None if stamp.tzinfo is None else stamp
+    return None if pd.isna(stamp) or stamp.tzinfo is None else stamp
 
 
 def iso(stamp: pd.Timestamp) -> str:
@@ -57,6 +84,7 @@ def iso(stamp: pd.Timestamp) -> str:
 
 
 def utc(text: Any) -> str:
-    """A time from the findings in the draft's one format (:func:`iso`); else as it is."""
+    """A time from the findings in the draft's one format (:func:`iso`); else as it is (raw:
+    escape it with :func:`md` where it is written)."""
     stamp = time(text)
     return str(text) if stamp is None else iso(stamp)
