@@ -244,7 +244,10 @@ DIAGNOSTICS = _spec(
 )
 THREADS = _spec(
     "threads",
-    "One row per thread of a JVM thread dump; frames lists the stack, top first.",
+    "One row per thread of a JVM thread dump; frames lists the stack, top first. cpu_ms and "
+    "elapsed_ms are the header's cpu= and elapsed= (missing when it has none); locks_held the "
+    "monitors and ownable synchronizers (Thread.print -l only) the thread holds; lock_awaited "
+    "the lock it waits to enter (lock_wait monitor) or is parked on (park), of lock_class.",
     dump=STR,
     taken_at=TS,
     thread=STR,
@@ -252,6 +255,13 @@ THREADS = _spec(
     state=STR,
     top_frame=STR,
     frames=OBJ,
+    cpu_ms=FLOAT,
+    elapsed_ms=FLOAT,
+    locks_held=OBJ,
+    lock_awaited=STR,
+    lock_class=STR,
+    lock_wait=STR,
+    synchronizers_listed=BOOL,
 )
 CLASS_HISTOGRAMS = _spec(
     "class_histograms",
@@ -401,11 +411,26 @@ TUPLE_COLUMNS = frozenset(
     {
         ("events", "long_running_tool_ids"),
         ("threads", "frames"),
+        ("threads", "locks_held"),
         *((name, "frames") for name in ("jfr_samples", "jfr_allocations", "jfr_old_objects")),
         ("jfr_locks", "frames"),
     }
 )
 """Object columns whose values are tuples by contract (empty tuple when there are none)."""
+
+LATER_COLUMNS: Mapping[str, tuple[str, ...]] = {
+    "threads": (
+        "cpu_ms",
+        "elapsed_ms",
+        "locks_held",
+        "lock_awaited",
+        "lock_class",
+        "lock_wait",
+        "synchronizers_listed",
+    ),
+}
+"""Columns a frame gained after snapshots were first taken: a snapshot taken before lacks them
+and reads each as its neutral value (:func:`neutral`), with a warning."""
 
 
 def build(
@@ -432,9 +457,9 @@ def build(
             f"columns not in the {name} frame", value=unknown, fix=f"use {spec.names}"
         )
     n = len(given)
-    for col, dtype in spec.columns:
+    for col in spec.names:
         if col not in given.columns:
-            given[col] = _neutral(name, col, dtype, n)
+            given[col] = neutral(name, col, n)
         elif (name, col) in TUPLE_COLUMNS:  # a record that left it out means "none"
             given[col] = [() if _missing(v) else v for v in given[col].astype(object)]
     return conform(name, given)
@@ -444,7 +469,10 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
 
-def _neutral(frame: str, column: str, dtype: str, n: int) -> Any:
+def neutral(frame: str, column: str, n: int) -> Any:
+    """``n`` rows of the neutral value of ``column``: missing text, ``False``, ``0``, ``NaT``,
+    an empty tuple for tuple columns, ``None`` for other payloads."""
+    dtype = dict(spec_of(frame).columns)[column]
     if (frame, column) in TUPLE_COLUMNS:
         return pd.Series([()] * n, dtype=object)
     if dtype == TS:

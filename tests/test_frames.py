@@ -95,6 +95,13 @@ def test_conform_refuses_naive_timestamps() -> None:
             "state": ["RUNNABLE"],
             "top_frame": [None],
             "frames": [()],
+            "cpu_ms": [None],
+            "elapsed_ms": [None],
+            "locks_held": [()],
+            "lock_awaited": [None],
+            "lock_class": [None],
+            "lock_wait": [None],
+            "synchronizers_listed": [False],
         }
     )
     with pytest.raises(SchemaError, match="not timezone-aware"):

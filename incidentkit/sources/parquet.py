@@ -34,6 +34,7 @@ from incidentkit.frames import (
     BOOL,
     FLOAT,
     INT,
+    LATER_COLUMNS,
     NINT,
     OBJ,
     STR,
@@ -41,6 +42,7 @@ from incidentkit.frames import (
     TUPLE_COLUMNS,
     conform,
     empty,
+    neutral,
     rejects_frame,
     spec_of,
 )
@@ -89,13 +91,17 @@ def load(
     are the other loaders' arguments: a snapshot needs neither)."""
     folder = _folder(spec)
     record = read_record(folder.parent)
+    filled: dict[str, list[str]] = {}
     with bulk_decoding():  # payload columns decode to many dicts (crash_recovery: 0.36 -> 0.26 s)
         frames = {
-            name: read_frame(folder, name, record=record) for name in SECTION_FRAMES[spec.section]
+            name: read_frame(folder, name, record=record, filled=filled)
+            for name in SECTION_FRAMES[spec.section]
         }
         rejects, warnings = (read_frame(folder, name, record=record) for name in EXTRA)
     if record is None:
         warnings = concat_rejects([warnings, _unverified(spec.section, folder)])
+    if filled:
+        warnings = concat_rejects([warnings, _older(spec.section, folder, filled)])
     if spec.section == "events":
         _require_distinct_ids(frames["events"], folder / f"events{SUFFIX}")
     narrowed = _NARROW[spec.section](frames, filters)
@@ -127,6 +133,21 @@ def _unverified(section: str, folder: Path) -> pd.DataFrame:
         "files cannot be verified (a snapshot taken again records them)"
     )
     return rejects_frame([note], "warnings")
+
+
+def _older(section: str, folder: Path, filled: Mapping[str, list[str]]) -> pd.DataFrame:
+    """A warning per frame read from a snapshot taken before it had some of its columns."""
+    notes = [
+        {
+            "source": section,
+            "location": str(folder / f"{name}{SUFFIX}"),
+            "raw": None,
+            "reason": f"the snapshot was taken before the {name} frame had the columns "
+            f"{', '.join(columns)}: they read as unknown (a snapshot taken again has them)",
+        }
+        for name, columns in filled.items()
+    ]
+    return rejects_frame(notes, "warnings")
 
 
 def _require_distinct_ids(events: pd.DataFrame, path: Path) -> None:
@@ -177,10 +198,18 @@ def frame_table(name: str, frame: pd.DataFrame) -> pa.Table:
     return pa.Table.from_pandas(pd.DataFrame(columns), preserve_index=False)
 
 
-def read_frame(folder: Path, name: str, *, record: Record | None = None) -> pd.DataFrame:
+def read_frame(
+    folder: Path,
+    name: str,
+    *,
+    record: Record | None = None,
+    filled: dict[str, list[str]] | None = None,
+) -> pd.DataFrame:
     """The ``name`` frame of a snapshot folder, conformed. With the snapshot's ``record`` the
     part is checked against it first; without (an older snapshot), an absent rejects or
-    warnings part is an empty frame."""
+    warnings part is an empty frame. Columns the frame gained after the snapshot was taken
+    (:data:`~incidentkit.frames.LATER_COLUMNS`) read as their neutral value, and are listed in
+    ``filled``."""
     path = folder / f"{name}{SUFFIX}"
     if record is None and not path.is_file():
         if name in EXTRA:
@@ -202,15 +231,21 @@ def read_frame(folder: Path, name: str, *, record: Record | None = None) -> pd.D
             value=str(path),
             fix=_RESTORE,
         )
-    _check_columns(table, name, path)
+    later = [c for c in LATER_COLUMNS.get(name, ()) if c not in table.column_names]
+    _check_columns(table, name, path, absent=later)
     try:  # the pandas metadata is not read: a part's Arrow types are its contract
-        kept = table.select(spec_of(name).names).replace_schema_metadata(None)
+        present = [col for col in spec_of(name).names if col not in later]
+        kept = table.select(present).replace_schema_metadata(None)
         frame = kept.to_pandas(types_mapper=_nullable)
         for col, dtype in spec_of(name).columns:
-            if dtype == OBJ:
+            if dtype == OBJ and col not in later:
                 decode = _decoded_tuples if (name, col) in TUPLE_COLUMNS else _decoded
                 frame[col] = decode(frame[col], where=path)
-        return conform(name, frame)
+        for col in later:
+            frame[col] = neutral(name, col, len(frame))
+        if later and filled is not None:
+            filled[name] = later
+        return conform(name, frame[spec_of(name).names])
     except (pa.ArrowException, SchemaError, ValueError, TypeError, OverflowError) as err:
         raise SchemaError(
             f"the snapshot's {name} frame holds values the kit cannot read ({err})",
@@ -247,16 +282,18 @@ _ARROW_TYPES: Mapping[str, tuple[str, Callable[[pa.DataType], bool]]] = {
 """What each frame dtype is stored as (an all-null column may be Arrow's null type)."""
 
 
-def _check_columns(table: pa.Table, name: str, path: Path) -> None:
-    """Refuse a part that lacks or repeats a column, stores one as another type, or leaves a
-    count that is never missing empty."""
+def _check_columns(table: pa.Table, name: str, path: Path, *, absent: list[str]) -> None:
+    """Refuse a part that lacks a column (but those ``absent`` by its age) or repeats one,
+    stores one as another type, or leaves a count that is never missing empty."""
     names, spec = table.column_names, spec_of(name)
-    missing = [col for col in spec.names if col not in names]
+    missing = [col for col in spec.names if col not in names and col not in absent]
     repeated = sorted({col for col in spec.names if names.count(col) > 1})
     problem = None
     if missing or repeated:
         problem = f"lacks columns {missing}" if missing else f"repeats columns {repeated}"
     for col, dtype in spec.columns if problem is None else ():
+        if col in absent:
+            continue
         column = table.column(col)
         what, fits = _ARROW_TYPES[dtype]
         if not (fits(column.type) or pa.types.is_null(column.type)):

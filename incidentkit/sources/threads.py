@@ -2,6 +2,15 @@
 form of ``jcmd <pid> Thread.dump_to_file``, which also lists virtual threads (an unnamed one is
 called by its id, ``#30``). One row per thread; ``frames`` excludes lock and monitor lines.
 
+A HotSpot header carries the thread's CPU time and age (``cpu=12.34ms elapsed=5.67s``, JDK 11+):
+``cpu_ms`` and ``elapsed_ms``, missing when the header has none (``Thread.dump_to_file``, older
+JDKs). Lock lines become ``locks_held`` (``- locked <0x..>`` monitors, less those the thread
+released in ``Object.wait``, and the ``Locked ownable synchronizers`` that only ``Thread.print
+-l`` lists) and the one lock the thread waits for (``lock_awaited``, its ``lock_class``, and
+``lock_wait``: ``monitor`` for ``- waiting to lock`` / ``- waiting to re-lock in wait()``,
+``park`` for ``- parking to wait for``). ``Thread.dump_to_file`` (JDK 25) names a lock
+``<Class@hash>``; HotSpot by address, ``<0x000000069e9dd1a8>``.
+
 HotSpot prints the dump time as the JVM's local wall clock without a zone. It is read in the
 manifest's ``timezone`` (``"UTC"``, ``"Europe/Berlin"``, ...) when one is given; otherwise a UTC
 time in the file name (``dump-2026-11-29T03:12:01Z.txt``) fixes the JVM's UTC offset (rounded
@@ -11,6 +20,7 @@ load, with ``taken_at`` unknown and a warning: comparing stacks needs no clock.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,31 +38,85 @@ from incidentkit.times import localize, zone_of
 UNKNOWN = "UNKNOWN"
 _LOCAL_TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
 _ISO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)$")
-_PLAIN_HEADER = re.compile(r'^(?P<id>#\d+) "(?P<name>.*)"(?: virtual)?$')
+_PLAIN_ID = re.compile(r'^#\d+ "')
+_PLAIN_STATE = re.compile(r"^[A-Z][A-Z_]*$")
 _HEADER_IDS = (" tid=", " nid=")
 _TRAILER = re.compile(r"^(?:JNI global ref|Found one Java-level deadlock|Found \d+ deadlock)")
+_CPU = re.compile(r" cpu=(\d{1,15}(?:\.\d{1,9})?)ms(?= |$)")
+_ELAPSED = re.compile(r" elapsed=(\d{1,15}(?:\.\d{1,9})?)s(?= |$)")
+_LOCK_LINE = re.compile(
+    r"^- (?P<verb>locked|waiting to lock|waiting to re-lock in wait\(\)|waiting on|"
+    r"parking to wait for|eliminated) +<(?P<ref>[^<>]{1,512})>(?: \(a (?P<cls>[^()]{1,512})\))?$"
+)
+_OWNED_LINE = re.compile(r"^- <(?P<ref>[^<>]{1,512})>(?: \(a (?P<cls>[^()]{1,512})\))?$")
+_REF = re.compile(r"^(?:0x[0-9a-fA-F]+|[^\s@]+@[0-9a-fA-F]+)$")
+_AWAITS = {
+    "waiting to lock": "monitor",
+    "waiting to re-lock in wait()": "monitor",
+    "parking to wait for": "park",
+}
+SYNCHRONIZERS = "Locked ownable synchronizers:"
 
 
-def _hotspot_name(line: str) -> str | None:
-    """The thread name of a HotSpot header (``"name" #12 ... tid=0x.. nid=0x..``), or None.
+def _hotspot_header(line: str) -> tuple[str, float | None, float | None] | None:
+    """The thread name of a HotSpot header (``"name" #12 [4711] daemon prio=5 os_prio=0
+    cpu=12.34ms elapsed=5.67s tid=0x.. nid=0x..``) with its ``cpu=`` and ``elapsed=`` in ms
+    (None when the header has none), or None when the line is no header.
 
-    Plain string search, not a regex: a name may hold quotes and spaces, and the scan must stay
-    linear on a hostile line. The name ends at the last quote before the first ``tid=``/``nid=``.
+    Plain string search for the name, not a regex: a name may hold quotes and spaces, and the
+    scan must stay linear on a hostile line. The name ends at the last quote before the first
+    ``tid=``/``nid=``; the numbers are read after it.
     """
     found = [at for at in (line.find(key) for key in _HEADER_IDS) if at > 0]
     if not found:
         return None
     end = line.rfind('"', 1, min(found))
-    return line[1:end] if end > 0 and line[end + 1 : end + 2].isspace() else None
+    if end <= 0 or not line[end + 1 : end + 2].isspace():
+        return None
+    cpu, elapsed = (_number(pattern, line, end) for pattern in (_CPU, _ELAPSED))
+    return line[1:end], cpu, None if elapsed is None else round(elapsed * 1000, 6)
 
 
-def _plain_name(line: str) -> str | None:
-    """The name of a ``Thread.dump_to_file`` header (``#30 "name" virtual``), or None.
+def _number(pattern: re.Pattern[str], line: str, start: int) -> float | None:
+    found = pattern.search(line, start)
+    value = float(found[1]) if found else math.nan
+    return value if math.isfinite(value) else None
+
+
+def _plain_header(line: str) -> tuple[str, str | None] | None:
+    """The name and state of a ``Thread.dump_to_file`` header, or None: ``#30 "name" virtual``
+    (JDK 21), ``#22 "name" RUNNABLE 2026-12-06T17:55:14.750409018Z`` (JDK 25, which adds the
+    state and the time the thread was dumped).
 
     Unnamed virtual threads are known by their id, e.g. ``#30``.
     """
-    match = _PLAIN_HEADER.match(line)
-    return None if match is None else match["name"] or match["id"]
+    if not _PLAIN_ID.match(line):
+        return None
+    ident, rest = line.split(" ", 1)
+    end = rest.rfind('"')
+    if end <= 0:
+        return None
+    tail = rest[end + 1 :].split()
+    if tail[:1] == ["virtual"]:
+        tail = tail[1:]
+    state = tail.pop(0) if tail and _PLAIN_STATE.match(tail[0]) else None
+    if len(tail) > 1 or (tail and not _ISO_TIME.match(tail[0])):
+        return None
+    return rest[1:end] or ident, state
+
+
+def _header(line: str, lineno: int, *, plain: bool) -> _Thread | None:
+    """The thread a header line opens, or None when the line is no header."""
+    if plain:
+        named = _plain_header(line)
+        if named is None:
+            return None
+        return _Thread(named[0], lineno, _nid(line, plain=True), named[1] or UNKNOWN)
+    hotspot = _hotspot_header(line)
+    if hotspot is None:
+        return None
+    name, cpu, elapsed = hotspot
+    return _Thread(name, lineno, _nid(line, plain=False), cpu_ms=cpu, elapsed_ms=elapsed)
 
 
 def _nid(line: str, *, plain: bool) -> str | None:
@@ -74,6 +138,36 @@ class _Thread:
     nid: str | None = None
     state: str = UNKNOWN
     frames: list[str] = field(default_factory=list)
+    cpu_ms: float | None = None
+    elapsed_ms: float | None = None
+    locked: list[str] = field(default_factory=list)
+    released: set[str] = field(default_factory=set)  # monitors given up in Object.wait
+    awaited: tuple[str, str | None, str] | None = None  # (lock, its class, monitor | park)
+
+    def lock_line(self, line: str) -> bool:
+        """Read a ``- locked <..>`` / ``- waiting to lock <..>`` / ... line; False when the
+        line is none of them."""
+        match = _LOCK_LINE.match(line)
+        if match is None:
+            return line.startswith("- ")  # another "- " note (eliminated ...): not a frame
+        ref, verb = match["ref"], match["verb"]
+        if not _REF.match(ref):
+            return True  # <no object reference available>, <owner is scalar replaced>
+        cls = match["cls"] or (ref.rsplit("@", 1)[0] if "@" in ref else None)
+        if verb == "locked":
+            self.locked.append(ref)
+        elif verb == "waiting on":
+            self.released.add(ref)
+        elif verb in _AWAITS and self.awaited is None:
+            self.awaited = (ref, cls, _AWAITS[verb])
+        return True
+
+    @property
+    def held(self) -> tuple[str, ...]:
+        """The locks the thread holds: monitors it entered and did not give up waiting, then
+        the ownable synchronizers (in order, each once)."""
+        waiting = self.released | ({self.awaited[0]} if self.awaited else set())
+        return tuple(dict.fromkeys(ref for ref in self.locked if ref not in waiting))
 
 
 @dataclass
@@ -83,6 +177,7 @@ class _Dump:
     lineno: int
     threads: list[_Thread] = field(default_factory=list)
     ended: bool = False
+    synchronizers: bool = False  # lists "Locked ownable synchronizers" (Thread.print -l)
 
 
 def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | None = None) -> Loaded:
@@ -104,11 +199,20 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
                     "state": thread.state,
                     "top_frame": thread.frames[0] if thread.frames else None,
                     "frames": tuple(thread.frames),
+                    "cpu_ms": thread.cpu_ms,
+                    "elapsed_ms": thread.elapsed_ms,
+                    "locks_held": thread.held,
+                    "lock_awaited": thread.awaited[0] if thread.awaited else None,
+                    "lock_class": thread.awaited[1] if thread.awaited else None,
+                    "lock_wait": thread.awaited[2] if thread.awaited else None,
+                    "synchronizers_listed": dump.synchronizers,
                 }
                 for thread in dump.threads
             ]
-    frame = pd.DataFrame(rows, columns=["dump", "taken_at", "thread", "nid", "state", "top_frame"])
-    frame["frames"] = pd.Series([row["frames"] for row in rows], dtype=object)
+    columns = [*_TEXT_COLUMNS, "cpu_ms", "elapsed_ms", "synchronizers_listed"]
+    frame = pd.DataFrame(rows, columns=columns)
+    for tuples in ("frames", "locks_held"):
+        frame[tuples] = pd.Series([row[tuples] for row in rows], dtype=object)
     frame["taken_at"] = pd.to_datetime(frame["taken_at"], utc=True).dt.as_unit("ns")
     frame = taken_within(frame, filters).reset_index(drop=True)
     return Loaded(
@@ -118,26 +222,40 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
     )
 
 
+_TEXT_COLUMNS = (
+    *("dump", "taken_at", "thread", "nid", "state", "top_frame"),
+    *("lock_awaited", "lock_class", "lock_wait"),
+)
+
+
 def _parse(path: Path, sink: RejectSink) -> list[_Dump]:
     """The dumps of one file, thread by thread; unreadable headers go to ``sink``."""
     dumps: list[_Dump] = []
     dump: _Dump | None = None
     thread: _Thread | None = None  # the open thread block
+    owner: _Thread | None = None  # the thread whose "Locked ownable synchronizers" are listed
+    latest: _Thread | None = None  # the last thread read: its synchronizers follow a blank
     skipping = in_smr = False
     pending_time: str | None = None
     previous, last_complete = 0, True
     for lineno, text, complete in iter_lines(path, what="threads", sink=sink):
         if lineno != previous + 1:  # a blank line closes a thread block
-            thread, skipping = None, False
+            thread, owner, skipping = None, None, False
         previous, last_complete = lineno, complete
         line = text.strip()
+        if owner is not None and dump is not None and line.startswith("- "):
+            owned = _OWNED_LINE.match(line)
+            if owned is not None and _REF.match(owned["ref"]):
+                owner.locked.append(owned["ref"])
+            continue
+        owner = None
         if _LOCAL_TIME.match(line):
             pending_time = line
         elif line.startswith("Full thread dump") or _ISO_TIME.match(line):
             plain = not line.startswith("Full thread dump")
             dump = _Dump(plain, line if plain else pending_time, lineno)
             dumps.append(dump)
-            thread, skipping, in_smr, pending_time = None, False, False, None
+            thread, latest, skipping, in_smr, pending_time = None, None, False, False, None
         elif dump is None or dump.ended:
             continue  # text around the dumps: pid line, command echo, heap summary
         elif in_smr and not line.startswith('"'):
@@ -146,20 +264,21 @@ def _parse(path: Path, sink: RejectSink) -> list[_Dump]:
             in_smr = True
         elif _TRAILER.match(line):
             dump.ended, thread = True, None
+        elif line == SYNCHRONIZERS:
+            dump.synchronizers, owner = True, (None if skipping else thread or latest)
         elif line.startswith('"') or (dump.plain and line.startswith("#")):
             if in_smr:  # a header inside the SMR block: the block was cut before its "}"
                 in_smr = False
                 sink.warn(f"{path.name}:{lineno}", "Threads class SMR info block never closed")
-            name = _plain_name(line) if dump.plain else _hotspot_name(line)
-            thread, skipping = None, name is None
-            if name is None:
+            thread = latest = _header(line, lineno, plain=dump.plain)
+            skipping = thread is None
+            if thread is None:
                 sink.warn(
                     f"{path.name}:{lineno}",
                     "thread header not recognised (its stack lines are skipped)",
                     text,
                 )
             else:
-                thread = _Thread(name, lineno, _nid(line, plain=dump.plain))
                 dump.threads.append(thread)
         elif thread is not None and not skipping:
             if line.startswith("java.lang.Thread.State:"):
@@ -167,7 +286,7 @@ def _parse(path: Path, sink: RejectSink) -> list[_Dump]:
                 thread.state = words[0] if words else UNKNOWN
             elif line.startswith("at "):
                 thread.frames.append(line[3:])
-            elif dump.plain:
+            elif not thread.lock_line(line) and dump.plain:
                 thread.frames.append(line)
     if not dumps:
         raise SourceError(

@@ -297,3 +297,19 @@ def test_a_recording_outside_the_window_says_so_not_that_it_is_empty(tmp_path: P
     (reason,) = evidence.warnings["reason"]
     assert "falls outside the window" in reason and "2026-11-29T02:55:00" in reason
     assert "holds none" not in reason
+
+
+DEFAULT = DATA / "orders-default.json.gz"
+"""The export of a default-settings recording (scripts/make_jvm_evidence): the recording itself
+holds the environment and system properties, so only its allowlisted types are committed."""
+
+
+def test_the_default_settings_export_holds_only_the_types_the_kit_reads() -> None:
+    with gzip.open(DEFAULT, "rt", encoding="utf-8") as handle:
+        types = Counter(event["type"] for event in json.load(handle)["recording"]["events"])
+    assert set(types) <= set(EVENT_TYPES) and not SECRET_BEARING & set(types)
+    loaded = Evidence(parse_manifest({"jfr": {"path": str(DEFAULT)}}, base=DATA))
+    old = loaded.jfr_old_objects
+    assert len(old) == types["jdk.OldObjectSample"]
+    assert old["frames"].map(len).eq(0).all() and old["top_frame"].isna().all()  # default.jfc
+    assert loaded.rejects.empty and loaded.warnings.empty

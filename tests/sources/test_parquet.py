@@ -22,6 +22,7 @@ import pytest
 
 from incidentkit.errors import SchemaError, SourceError
 from incidentkit.evidence import open_evidence
+from incidentkit.frames import LATER_COLUMNS
 from incidentkit.snapshot import take
 from incidentkit.sources.parquet import RECORD, read_record, write_record
 
@@ -253,3 +254,25 @@ def test_a_part_neither_listed_nor_present_says_both(snap: Path) -> None:
     _recorded_again(snap)
     with pytest.raises(SourceError, match=r"lists no part spans/spans\.parquet \(and the folder"):
         open_evidence(snap).frame("spans")
+
+
+def test_a_snapshot_taken_before_a_frame_gained_columns_reads_them_as_unknown(
+    tmp_path: Path,
+) -> None:
+    """A thread dump snapshot from before cpu=/elapsed= and locks were read: the threads
+    frame opens with those columns unknown, and a warning says why."""
+    folder = take(FIXTURES / "latency_cliff", tmp_path / "snap").folder
+    part = folder / "threads" / "threads.parquet"
+    _rewrite(part, lambda table: table.drop_columns(list(LATER_COLUMNS["threads"])))
+    _recorded_again(folder)
+    evidence = open_evidence(folder)
+    threads = evidence.frame("threads")
+    assert len(threads) and threads["cpu_ms"].isna().all()
+    assert threads["locks_held"].map(len).eq(0).all()
+    assert not threads["synchronizers_listed"].any()
+    (reason,) = evidence.warnings.loc[evidence.warnings["location"] == str(part), "reason"]
+    assert "taken before the threads frame had the columns cpu_ms, elapsed_ms" in reason
+    _rewrite(part, lambda table: table.drop_columns(["thread"]))  # not a later column
+    _recorded_again(folder)
+    with pytest.raises(SchemaError, match=r"lacks columns \['thread'\]"):
+        open_evidence(folder).frame("threads")

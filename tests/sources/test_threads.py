@@ -186,3 +186,88 @@ def test_files_are_read_in_order_and_window_filters_dumps() -> None:
     window = Window(utc("2026-11-29T03:12:05Z"), utc("2026-11-29T03:13:00Z"))
     late = frame("virtual.txt", "two_dumps.txt", naive="utc", filters=Filters(window=window))
     assert late["dump"].tolist() == ["two_dumps.txt#2"]
+
+
+ORDERS = "jvm-orders"
+
+
+def orders(*names: str) -> pd.DataFrame:
+    return frame(*(f"{ORDERS}/{n}" for n in names), naive="UTC")
+
+
+def test_hotspot_headers_give_cpu_and_elapsed_and_frameless_vm_threads_load() -> None:
+    got = orders("dump-l-1.txt").set_index("thread")
+    text = (DATA / ORDERS / "dump-l-1.txt").read_text(encoding="utf-8")
+    header = next(line for line in text.splitlines() if line.startswith('"restock-poller"'))
+    cpu = float(header.split(" cpu=")[1].split("ms")[0])
+    elapsed = float(header.split(" elapsed=")[1].split("s ")[0])
+    assert got.loc["restock-poller", "cpu_ms"] == cpu
+    assert got.loc["restock-poller", "elapsed_ms"] == pytest.approx(elapsed * 1000)
+    gc = got.loc["GC Thread#0"]  # a VM thread: a header, no state line, no stack
+    assert gc["state"] == "UNKNOWN" and gc["frames"] == () and gc["cpu_ms"] >= 0
+    assert got["cpu_ms"].notna().all() and got["elapsed_ms"].gt(0).all()
+
+
+def test_lock_lines_give_held_and_awaited_locks_not_frames() -> None:
+    got = orders("dump-l-1.txt").set_index("thread")
+    owner, waiter = got.loc["price-refresher"], got.loc["tool-exec-1"]
+    assert waiter["state"] == "BLOCKED" and waiter["lock_wait"] == "monitor"
+    assert waiter["lock_class"] == "com.acme.orders.PriceCache"
+    assert waiter["lock_awaited"] in owner["locks_held"]
+    assert waiter["lock_awaited"].startswith("0x")
+    assert not any(f.startswith("- ") for frames in got["frames"] for f in frames)
+    finalizer = got.loc["Finalizer"]  # Object.wait gave its monitor up: not held
+    assert finalizer["locks_held"] == () and pd.isna(finalizer["lock_awaited"])
+    parked = got.loc["inventory-tool-1"]
+    assert parked["lock_wait"] == "park"
+    assert parked["lock_class"] == "java.util.concurrent.locks.ReentrantLock$NonfairSync"
+
+
+def test_ownable_synchronizers_are_held_only_in_a_dash_l_dump() -> None:
+    with_l = orders("dump-l-1.txt").set_index("thread")
+    without = orders("dump-1.txt").set_index("thread")
+    assert with_l["synchronizers_listed"].all() and not without["synchronizers_listed"].any()
+    awaited = with_l.loc["inventory-tool-1", "lock_awaited"]
+    assert awaited in with_l.loc["stock-sync", "locks_held"]  # listed after the blank line
+    assert not any(awaited in held for held in without["locks_held"])
+    assert with_l.loc["restock-poller", "locks_held"] == ()  # "- None"
+
+
+def test_a_jdk_25_dump_reads_the_same_with_tid_and_decimal_nid() -> None:
+    got = orders("jdk25/dump-l-1.txt").set_index("thread")
+    text = (DATA / ORDERS / "jdk25" / "dump-l-1.txt").read_text(encoding="utf-8")
+    assert '"main" #3 [' in text  # "name" #N [tid] ... nid=<decimal>
+    assert got.loc["main", "nid"].isdigit()
+    waiter = got.loc["tool-exec-1"]
+    assert waiter["lock_awaited"] in got.loc["price-refresher", "locks_held"]
+    assert got.loc["restock-poller", "cpu_ms"] > 0
+
+
+def test_a_jdk_25_dump_to_file_reads_state_and_class_named_locks() -> None:
+    got = orders("jdk25/plain-1.txt").set_index("thread")
+    assert got.loc["tool-exec-1", "state"] == "BLOCKED"
+    assert got.loc["price-refresher", "state"] == "RUNNABLE"
+    awaited = got.loc["tool-exec-1", "lock_awaited"]
+    assert awaited.startswith("com.acme.orders.PriceCache@")
+    assert got.loc["tool-exec-1", "lock_class"] == "com.acme.orders.PriceCache"
+    assert awaited in got.loc["price-refresher", "locks_held"]
+    assert got["cpu_ms"].isna().all() and not got["synchronizers_listed"].any()
+    top = got.loc["price-refresher", "frames"]
+    assert top[0] == "java.base/sun.nio.ch.Net.poll(Native Method)"
+    assert not any(f.startswith("- ") for frames in got["frames"] for f in frames)
+
+
+def test_header_numbers_after_the_name_only(tmp_path: Path) -> None:
+    """A thread named like a header field does not lend its name's numbers."""
+    path = tmp_path / "dump-2026-11-29T03-12-01Z.txt"
+    path.write_text(
+        "2026-11-29 03:12:01\nFull thread dump OpenJDK (test):\n\n"
+        '"x cpu=99.00ms elapsed=9.00s" #1 prio=5 os_prio=0 tid=0x1 nid=0x1 runnable\n'
+        "   java.lang.Thread.State: RUNNABLE\n\n"
+        '"y" #2 prio=5 os_prio=0 cpu=1.50ms elapsed=2.25s tid=0x2 nid=0x2 runnable\n'
+        "   java.lang.Thread.State: RUNNABLE\n\nJNI global refs: 1, weak refs: 0\n",
+        encoding="utf-8",
+    )
+    got = frame(path).set_index("thread")
+    assert pd.isna(got.loc["x cpu=99.00ms elapsed=9.00s", "cpu_ms"])
+    assert (got.loc["y", "cpu_ms"], got.loc["y", "elapsed_ms"]) == (1.5, 2250.0)

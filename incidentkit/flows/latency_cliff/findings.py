@@ -23,6 +23,12 @@ from incidentkit.findings import (
 )
 from incidentkit.flows.latency_cliff.fixes import fix_text
 from incidentkit.flows.latency_cliff.latency import SOURCE_LABELS
+from incidentkit.flows.latency_cliff.thread_findings import (
+    lock_owner_items,
+    seconds,
+    spinning_item,
+    stuck_items,
+)
 from incidentkit.flows.latency_cliff.triage import LatencyReport
 
 FLOW = "latency_cliff"
@@ -36,24 +42,10 @@ OPEN_ROW = [
     *("last_event_kind", "tool", "call_id", "lease_expired"),
 ]
 BY_LAST_EVENT_ROW = ["last_event_kind", "tool", "count", "invocation_ids"]
-STUCK_ROW = [
-    *("top_frame", "app_frame", "state", "threads", "count", "tool", "pool", "client"),
-    "evidence",
-]
 CONTENTION_ROW = [
     *("class", "kind", "threads", "count", "blocked_ms", "max_ms", "owners", "app_frame"),
     *("first", "last"),
 ]
-IDLE_ROW = ["top_frame", "app_frame", "state", "threads", "count", "pool", "idle_reason"]
-
-
-def seconds(ms: float) -> str:
-    """Milliseconds as people read them: ``4.5 s``, ``59 s``, ``850 ms``."""
-    if pd.isna(ms):
-        return "n/a"
-    if ms < 1000:
-        return f"{ms:.0f} ms"
-    return f"{ms / 1000:.1f} s" if ms < 10_000 else f"{ms / 1000:.0f} s"
 
 
 def clock(at: Any) -> str:
@@ -144,60 +136,6 @@ def _open(report: LatencyReport, limit: int | None) -> list[Finding]:
     ]
 
 
-def _threads(report: LatencyReport, limit: int | None) -> list[Finding]:
-    items = []
-    stalls, idle = report.stalls, report.idle_threads
-    if len(stalls):
-        top = stalls.iloc[0]
-        where = top["app_frame"] if pd.notna(top["app_frame"]) else top["top_frame"]
-        tied = f", the tool {top['tool']}" if pd.notna(top["tool"]) else ""
-        items.append(
-            Finding(
-                f"{FLOW}/stuck-threads",
-                Severity.CRITICAL if pd.notna(top["tool"]) else Severity.WARNING,
-                f"{int(stalls['count'].sum())} thread(s) stuck {_backing(report, stalls)}; "
-                f"{top['count']} of {top['pool']} in {where} ({top['state']}{tied})",
-                "Thread dumps: the same thread (name and nid) in the same state with the same "
-                "top frames in every dump, so it has not moved between them. JFR: every "
-                "native-method sample of the thread, through the recording, in the same frames, "
-                "and no execution sample. Each group's evidence says which backs it (both: the "
-                "recording corroborates the dumps). Grouped by top frame and first application "
-                "frame; the group tied to the open calls first.",
-                "Apply the fix below to the client in the first group's frames."
-                if pd.notna(top["tool"])
-                else "Read each group's frames: no open call's tool names them.",
-                rows_of(stalls, STUCK_ROW, limit=limit),
-                len(stalls),
-            )
-        )
-    if len(idle):
-        items.append(
-            Finding(
-                f"{FLOW}/idle-threads",
-                Severity.INFO,
-                f"{int(idle['count'].sum())} thread(s) unmoved but idle by design",
-                "Pool workers waiting for work, JVM threads, event loops, the main thread, and "
-                "socket reads no open call explains: not the stall.",
-                "None.",
-                rows_of(idle, IDLE_ROW, limit=limit),
-                len(idle),
-            )
-        )
-    return items
-
-
-def _backing(report: LatencyReport, stalls: pd.DataFrame) -> str:
-    """Where the stuck threads were seen, for the title."""
-    sources = set(stalls["evidence"])
-    dumps = f"in all {report.dumps} dumps"
-    jfr = "in one native call through the JFR recording"
-    if sources == {"JFR samples"}:
-        return jfr
-    if "JFR samples" in sources or "thread dumps and JFR samples" in sources:
-        return f"{dumps} and {jfr}"
-    return dumps
-
-
 def _contention(report: LatencyReport, limit: int | None) -> Finding | None:
     locks = report.contention
     if locks.empty:
@@ -250,8 +188,8 @@ def latency_findings(
 
     Verdict: INCOMPLETE_EVIDENCE when ``rejects`` (unread rows of the flow's sources) is not
     empty or no source times an invocation; else ACTION_NEEDED when any finding needs action
-    (a cliff, an invocation open past the client timeout, stuck threads, a disagreement,
-    lock contention);
+    (a cliff, an invocation open past the client timeout, stuck or spinning threads, a lock
+    owner, a disagreement, lock contention);
     else CLEAN.
     """
     rejects = rejects if rejects is not None else pd.DataFrame()
@@ -269,9 +207,13 @@ def latency_findings(
                 "log to the manifest, and check its window and app_name.",
             )
         )
-    for item in (_cliff(report), *_open(report, row_limit), *_threads(report, row_limit)):
+    threads = (*lock_owner_items(report, row_limit), *stuck_items(report, row_limit))
+    for item in (_cliff(report), *_open(report, row_limit), *threads):
         if item is not None:
             items.append(item)
+    spinning = spinning_item(report, row_limit)
+    if spinning is not None:
+        items.append(spinning)
     fix = _fix(report)
     if fix is not None:
         items.append(fix)
@@ -301,6 +243,8 @@ def latency_findings(
         "stuck_threads": int(report.stalls["count"].sum()),
         "errors": int(series["error"].sum()),
         "idle_threads": int(report.idle_threads["count"].sum()),
+        "spinning_threads": int(report.spinning["count"].sum()),
+        "lock_owners": int(report.lock_owners["owner"].notna().sum()),
         "dumps": report.dumps,
         "jfr_recordings": report.recordings,
         "contended_locks": len(report.contention),

@@ -3,7 +3,8 @@
 A read timeout on the client, a structured "unavailable" result the model can explain, a
 reactive ``.timeout`` on the tool's wrapper as a second guard, and an alert on invocations open
 longer than three quarters of the client timeout (45 s of 60 s): no error alert can fire when
-nothing fails and things only wait.
+nothing fails and things only wait. When the tool's threads wait for a lock held by a thread
+blocked in the call, the client is that thread's, and the call moves out of the lock.
 """
 
 from __future__ import annotations
@@ -39,15 +40,41 @@ def fixes(
     client: str | None,
     pool: str | None,
     client_timeout_s: float,
+    lock: str | None = None,
+    holder_frame: str | None = None,
 ) -> pd.DataFrame:
-    """The four changes, in order, naming ``tool`` and the ``client`` class it blocks in."""
-    on = f"{client} (used by {tool})" if client else f"every HTTP and database client {tool} uses"
+    """The changes, in order, naming ``tool`` and the ``client`` class it blocks in. When the
+    blocked call runs in a thread (``pool``) holding the ``lock`` (a class) that ``tool``'s
+    threads wait for, the client is that thread's, and a step moves the call out of the lock
+    (at ``holder_frame``)."""
+    if client and lock:
+        by = pool or "the thread"
+        on = f"{client} (used by {by} while it holds the {lock} lock {tool} waits for)"
+    elif client:
+        on = f"{client} (used by {tool})"
+    else:
+        on = f"every HTTP and database client {tool} uses"
     held = f"a {pool} thread" if pool else "a thread"
+    if lock:
+        held += f", and every {tool} call waiting for the {lock} lock,"
     rows = [
         (
             "read timeout",
             f"Give {on} a read timeout of {READ_TIMEOUT_S} s besides its connect timeout: a "
             f"read with no timeout holds {held} until the dependency answers.",
+        ),
+        *(
+            [
+                (
+                    "release the lock before the call",
+                    f"Call {client or 'the dependency'} outside the {lock} lock"
+                    + (f" (in {holder_frame})" if holder_frame else "")
+                    + ": fetch first, then take the lock only to swap the result in, so a "
+                    f"slow dependency never holds {tool}'s callers.",
+                )
+            ]
+            if lock
+            else []
         ),
         (
             "structured unavailable result",

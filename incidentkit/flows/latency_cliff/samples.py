@@ -2,8 +2,9 @@
 
 A thread is **stuck** in a recording when every native-method sample of it shows the same
 state and top frames, it was sampled at least :data:`MIN_SAMPLES` times over at least
-:data:`COVERAGE` of the recording's sampled time, and it has no execution sample (it never ran
-Java code in between): it sat in one native call, such as a socket read, the whole time.
+:data:`COVERAGE` of the recording's sampled time, and it was never sampled running (no
+execution sample, no native sample in ``Thread.yield``/``onSpinWait``, which return at once): it
+sat in one native call, such as a socket read, the whole time.
 Those threads corroborate the stuck threads of the thread dumps (the same thread name), or are
 the only evidence when there are no dumps (:func:`with_sampled`).
 
@@ -30,6 +31,9 @@ from incidentkit.flows.latency_cliff.stacks import (
 )
 from incidentkit.frames import FLOAT, INT, OBJ, STR, TS
 
+SPIN_FRAMES = ("java.lang.Thread.yield", "java.lang.Thread.onSpinWait")
+"""Native methods that return at once: a thread sampled in one is running, not sitting in a
+native call (``Thread.yield0`` of JDK 21+ included)."""
 MIN_SAMPLES = 3
 COVERAGE = 0.8
 """The share of the recording's sampled time a stuck thread's samples must span."""
@@ -54,7 +58,9 @@ def sampled_stuck(
         + "\x1f"
         + jfr_samples["frames"].map(lambda frames: "\x1f".join(frames[:top]))
     )
-    keyed = jfr_samples.assign(_sig=sig, _native=jfr_samples["event_type"].eq("native"))
+    keyed = jfr_samples.assign(
+        _sig=sig, _native=jfr_samples["event_type"].eq("native") & ~_ran(jfr_samples)
+    )
     span = keyed.groupby("recording")["ts"].agg(["min", "max"])
     length = (span["max"] - span["min"]).reindex(keyed["recording"]).to_numpy()
     grouped = keyed.assign(_length=length).groupby(["recording", "thread"], sort=False)
@@ -79,6 +85,27 @@ def sampled_stuck(
     return rows[columns + extra].reset_index(drop=True)
 
 
+def executed_between(jfr_samples: pd.DataFrame, taken_at: pd.Series) -> dict[str, int]:
+    """Samples per thread name of it running (an execution sample, or a native one in a spin
+    primitive: :data:`SPIN_FRAMES`) between the first and last dump's ``taken_at``; over the
+    whole recording when the dumps' times are unknown. A thread sampled running between two
+    dumps it sits unchanged in spins."""
+    if jfr_samples.empty:
+        return {}
+    ran = jfr_samples.loc[_ran(jfr_samples)]
+    times = taken_at.dropna()
+    if len(times) >= 2 and times.min() < times.max():
+        ran = ran.loc[ran["ts"].between(times.min(), times.max())]
+    counts = ran.groupby("thread").size()
+    return {str(name): int(n) for name, n in counts.items()}
+
+
+def _ran(jfr_samples: pd.DataFrame) -> pd.Series:
+    """Samples of a thread running: execution samples, and native ones in a spin primitive."""
+    spin = jfr_samples["top_frame"].fillna("").str.startswith(SPIN_FRAMES)
+    return jfr_samples["event_type"].eq("execution") | spin
+
+
 def with_sampled(stuck: pd.DataFrame, sampled: pd.DataFrame) -> pd.DataFrame:
     """The stuck threads of the dumps and of the recordings together, each with its
     ``evidence``: a thread in both (by name) keeps its dump row, marked as corroborated."""
@@ -91,7 +118,7 @@ def with_sampled(stuck: pd.DataFrame, sampled: pd.DataFrame) -> pd.DataFrame:
     kept = [part for part in (dumps, only) if len(part)]
     if not kept:
         return dumps
-    return pd.concat(kept, ignore_index=True)[[*stuck.columns, "evidence"]]
+    return pd.concat(kept, ignore_index=True).reindex(columns=[*stuck.columns, "evidence"])
 
 
 CONTENTION_COLUMNS: Mapping[str, str] = {

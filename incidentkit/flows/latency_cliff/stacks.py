@@ -1,12 +1,21 @@
-"""Stuck threads from two or more JVM thread dumps, grouped by stack and tied to the open calls.
+"""Stuck and spinning threads from two or more JVM thread dumps, grouped by stack and tied to
+the open calls.
 
-A thread is stuck when the same thread (its name and ``nid``) is in the same state with the same
-top frames in every dump; ``cpu=`` and ``elapsed=`` change between dumps and are not compared.
+A thread is **unchanged** when the same thread (its name and ``nid``) is in the same state with
+the same top frames in every dump. Its CPU time then tells blocked from busy: the header's
+``cpu=`` gained between the first and the last dump, per ``elapsed=`` gained (``cpu_share``, of
+one core). A thread that gained :data:`BUSY_SHARE` or more **spins** (the same frames, but on
+the CPU: a busy-wait, a hot loop); the others are **stuck**. Without ``cpu=``
+(``Thread.dump_to_file``, JDKs before 11) the share is unknown and every unchanged thread counts
+as stuck, unless a JFR recording sampled it running between the dumps.
+
 Stuck threads are grouped by their top frame, first application frame and state. A group whose
 frames name the tool of an open call (``ShippingTools.carrierRates`` for ``carrierRates``, any
-case, separators ignored) is the stall. Groups idle by design (pool workers waiting for work,
-JVM threads, event loops and acceptors waiting for I/O, the main thread waiting for shutdown,
-and a socket read no open call explains, such as a listener's) are shown apart.
+case, separators ignored) is the stall; so is a group that holds a lock other threads wait for
+(:mod:`.locks`: the owner is the cause, named first, tied to its waiters' tool). Groups idle by
+design (pool workers waiting for work, JVM threads, event loops and acceptors waiting for I/O,
+the main thread waiting for shutdown, and a socket read no open call explains and no waiter
+depends on, such as a listener's) are shown apart.
 """
 
 from __future__ import annotations
@@ -18,10 +27,14 @@ import numpy as np
 import pandas as pd
 
 from incidentkit.flows._frames import as_columns
-from incidentkit.frames import BOOL, INT, OBJ, STR
+from incidentkit.frames import BOOL, FLOAT, INT, OBJ, STR
 
+NAN = float("nan")
 TOP_FRAMES = 8
 """How many frames from the top two dumps of a thread must share."""
+BUSY_SHARE = 0.1
+"""CPU time gained between the first and last dump, per wall time, from which an unchanged
+thread was running, not blocked (a tenth of one core; a blocked thread gains next to none)."""
 
 LIBRARY_PREFIXES = (
     *("java.", "javax.", "jdk.", "sun.", "com.sun.", "jakarta.", "kotlin.", "kotlinx.", "scala."),
@@ -58,7 +71,7 @@ _JVM_THREAD = re.compile(
     r"VM Periodic|JFR |process reaper|DestroyJavaVM|Cleaner-)"
 )
 _JVM_FRAMES = ("Reference.waitForReferencePendingList", "CleanerImpl.run", "ReferenceQueue.remove")
-_SOCKET_READ = (
+SOCKET_READ = (
     "SocketInputStream.read",
     "NioSocketImpl.read",
     "SocketDispatcher.read",
@@ -120,14 +133,17 @@ def names_tool(frame: str, tool: str) -> bool:
     return _normal(name) == wanted or wanted in _normal(simple)
 
 
-def stuck_threads(threads: pd.DataFrame, *, top: int = TOP_FRAMES) -> pd.DataFrame:
-    """The threads stuck across every dump, one row each (its row of the last dump).
+def unchanged_threads(threads: pd.DataFrame, *, top: int = TOP_FRAMES) -> pd.DataFrame:
+    """The threads in the same state with the same top frames in every dump, one row each (its
+    row of the last dump), with ``cpu_ms_gained``, ``over_ms`` (the ``elapsed=`` between its
+    first and last dump) and ``cpu_share`` (their ratio; NaN when a header lacks them).
 
     Empty when fewer than two dumps are present: one dump cannot tell stuck from busy.
     """
     dumps = threads["dump"].nunique()
     if dumps < 2:
-        return threads.iloc[0:0]
+        nothing = pd.Series([], dtype=FLOAT)
+        return threads.iloc[0:0].assign(cpu_ms_gained=nothing, over_ms=nothing, cpu_share=nothing)
     identity = threads["thread"].astype(object) + "\x1f" + threads["nid"].fillna("").astype(object)
     signature = (
         threads["state"].fillna("").astype(object)
@@ -137,16 +153,54 @@ def stuck_threads(threads: pd.DataFrame, *, top: int = TOP_FRAMES) -> pd.DataFra
     keyed = threads.assign(_id=identity, _sig=signature)
     grouped = keyed.groupby("_id", sort=False)
     same = grouped["dump"].nunique().eq(dumps) & grouped["_sig"].nunique().eq(1)
-    stuck = keyed.loc[keyed["_id"].isin(same.index[same])]
-    return stuck.drop_duplicates("_id", keep="last").drop(columns=["_id", "_sig"])
+    clock = ["cpu_ms", "elapsed_ms"]
+    timed = keyed if set(clock) <= set(keyed.columns) else keyed.assign(cpu_ms=NAN, elapsed_ms=NAN)
+    first = timed.groupby("_id", sort=False)[clock].first(skipna=False)
+    last = timed.groupby("_id", sort=False)[clock].last(skipna=False)
+    gained = (last["cpu_ms"] - first["cpu_ms"]).where(lambda d: d >= 0)
+    over = (last["elapsed_ms"] - first["elapsed_ms"]).where(lambda d: d > 0)
+    unchanged = keyed.loc[keyed["_id"].isin(same.index[same])]
+    unchanged = unchanged.drop_duplicates("_id", keep="last")
+    ids = unchanged["_id"]
+    return unchanged.assign(
+        cpu_ms_gained=ids.map(gained).astype(FLOAT),
+        over_ms=ids.map(over).astype(FLOAT),
+        cpu_share=ids.map(gained / over).astype(FLOAT),
+    ).drop(columns=["_id", "_sig"])
 
 
-def idle_reason(name: str, state: str, frames: Sequence[str], *, explained: bool) -> str | None:
+def busy(unchanged: pd.DataFrame, executed: Mapping[str, int] | None = None) -> pd.Series:
+    """Which unchanged threads ran between the dumps: ``cpu_share`` of :data:`BUSY_SHARE` or
+    more, or (share unknown) a JFR execution sample between them (``executed``: thread name →
+    samples). Threads with no frames (the JVM's own) are never called busy."""
+    samples = unchanged["thread"].map(dict(executed or {})).fillna(0)
+    share = unchanged["cpu_share"]
+    ran = share.ge(BUSY_SHARE) | (share.isna() & samples.gt(0))
+    return ran & unchanged["frames"].map(len).gt(0)
+
+
+def stuck_threads(threads: pd.DataFrame, *, top: int = TOP_FRAMES) -> pd.DataFrame:
+    """The unchanged threads that did not run between the dumps (:func:`unchanged_threads`
+    less :func:`busy`), one row each.
+
+    Empty when fewer than two dumps are present: one dump cannot tell stuck from busy.
+    """
+    unchanged = unchanged_threads(threads, top=top)
+    return unchanged.loc[~busy(unchanged)]
+
+
+def idle_reason(
+    name: str, state: str, frames: Sequence[str], *, explained: bool, blocking: int = 0
+) -> str | None:
     """Why a stuck thread is idle by design, or None when it may be the stall.
 
     ``explained`` says whether some open call's tool ties to another group: then a socket read
-    that names no open tool is a listener waiting for data, not the stall.
+    that names no open tool is a listener waiting for data, not the stall. A thread that holds
+    a lock ``blocking`` other threads wait for is never idle: whatever it waits on, they wait
+    on too.
     """
+    if blocking:
+        return None
     text = " ".join(frames)
     if not frames or _JVM_THREAD.match(name) or any(f in text for f in _JVM_FRAMES):
         return "a JVM thread"
@@ -156,7 +210,7 @@ def idle_reason(name: str, state: str, frames: Sequence[str], *, explained: bool
         return "an event loop or acceptor waiting for I/O"
     if name == "main" and state.startswith(("WAITING", "TIMED_WAITING")):
         return "the main thread waiting for shutdown"
-    if explained and any(f in text for f in _SOCKET_READ):
+    if explained and any(f in text for f in SOCKET_READ):
         return "a socket read no open call explains (a listener waiting for data)"
     return None
 
@@ -184,7 +238,14 @@ GROUP_COLUMNS: Mapping[str, str] = {
     "idle": BOOL,
     "idle_reason": STR,
     "evidence": STR,
+    "blocking": INT,
+    "waits_for": STR,
+    "lock_class": STR,
+    "lock_frame": STR,
 }
+"""One row per stuck-thread group. ``blocking``: threads (of any group) that wait for a lock
+the group's threads hold; ``waits_for``: the thread holding the lock this group waits for, and
+``lock_class`` that lock's class, ``lock_frame`` where a lock owner took it (:mod:`.locks`)."""
 
 
 def client_of(frames: Sequence[str]) -> str | None:
@@ -199,14 +260,21 @@ def client_of(frames: Sequence[str]) -> str | None:
     return None if first is None else class_of(first)
 
 
-def group_stuck(stuck: pd.DataFrame, tools: Iterable[str]) -> pd.DataFrame:
+def group_stuck(
+    stuck: pd.DataFrame, tools: Iterable[str], owners: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Stuck threads grouped by (top frame, first application frame, state), with their names,
-    pool and count; tied to the open calls' ``tools``; the tied groups first, then the other
-    stalls by size, then the groups idle by design. ``evidence`` says what backs each group
-    (the rows' own ``evidence`` column, else thread dumps)."""
+    pool and count; tied to the open calls' ``tools``. ``owners`` (:func:`.locks.lock_owners`)
+    ties a group holding a lock others wait for to its waiters' tool, with ``blocking`` and the
+    client of its own frames. Order: lock owners tied to a tool, the other tied groups, the
+    other stalls by size, then the groups idle by design. ``evidence`` says what backs each
+    group (the rows' own ``evidence`` column, else thread dumps)."""
     wanted = sorted({str(t) for t in tools if isinstance(t, str) and t})
     if stuck.empty:
         return as_columns(pd.DataFrame(columns=list(GROUP_COLUMNS)), GROUP_COLUMNS)
+    known = owners if owners is not None and len(owners) else None
+    waits_for, blocking, owner_tool, lock_class = _lock_roles(known)
+    taken = {} if known is None else dict(zip(known["owner"], known["lock_frame"], strict=True))
     frames = stuck["frames"]
     app = frames.map(first_application_frame)
     keyed = stuck.assign(app_frame=app, _top=stuck["top_frame"].fillna(""), _app=app.fillna(""))
@@ -215,8 +283,12 @@ def group_stuck(stuck: pd.DataFrame, tools: Iterable[str]) -> pd.DataFrame:
         first = group.iloc[0]
         stack: tuple[str, ...] = first["frames"]
         tied = [(tool, frame) for tool in wanted for frame in stack if names_tool(frame, tool)]
-        names = sorted(group["thread"].astype(str), key=_natural)
+        names = sorted(group["thread"].astype(str), key=natural_key)
         pools = sorted({pool_of(n) for n in names})
+        blocks = sum(blocking.get(n, 0) for n in names)
+        inherited = next((owner_tool[n] for n in names if owner_tool.get(n)), None)
+        tool = tied[0][0] if tied else inherited if blocks else None
+        held_for = next((waits_for[n] for n in names if n in waits_for), None)
         rows.append(
             {
                 "top_frame": first["top_frame"],
@@ -224,13 +296,17 @@ def group_stuck(stuck: pd.DataFrame, tools: Iterable[str]) -> pd.DataFrame:
                 "state": first["state"],
                 "threads": tuple(names),
                 "count": len(group),
-                "tool": tied[0][0] if tied else None,
+                "tool": tool,
                 "pool": ", ".join(pools),
-                "client": client_of(stack) if tied else None,
+                "client": client_of(stack) if tool else None,
                 "tool_frame": tied[0][1] if tied else None,
                 "evidence": _backed_by(
                     set(group["evidence"].dropna()) if "evidence" in group else set()
                 ),
+                "blocking": blocks,
+                "waits_for": held_for,
+                "lock_class": next((lock_class[n] for n in names if n in lock_class), None),
+                "lock_frame": next((taken[n] for n in names if blocks and n in taken), None),
                 "_stack": stack,
                 "_name": names[0],
             }
@@ -238,20 +314,47 @@ def group_stuck(stuck: pd.DataFrame, tools: Iterable[str]) -> pd.DataFrame:
     out = pd.DataFrame(rows)
     explained = bool(out["tool"].notna().any())
     reasons = [
-        idle_reason(name, str(state), stack, explained=explained) if pd.isna(tool) else None
-        for name, state, stack, tool in zip(
-            out["_name"], out["state"], out["_stack"], out["tool"], strict=True
+        idle_reason(name, str(state), stack, explained=explained, blocking=int(blocks))
+        if pd.isna(tool)
+        else None
+        for name, state, stack, tool, blocks in zip(
+            out["_name"], out["state"], out["_stack"], out["tool"], out["blocking"], strict=True
         )
     ]
     out["idle_reason"] = reasons
     out["idle"] = out["idle_reason"].notna()
-    order = np.select([out["tool"].notna(), ~out["idle"]], [0, 1], 2)
+    tied_group = out["tool"].notna()
+    order = np.select([tied_group & out["blocking"].gt(0), tied_group, ~out["idle"]], [0, 1, 2], 3)
     out = out.assign(_order=order).sort_values(
         ["_order", "count", "top_frame"], ascending=[True, False, True], kind="stable"
     )
     return as_columns(out, GROUP_COLUMNS)
 
 
-def _natural(name: str) -> tuple[object, ...]:
+def _lock_roles(
+    owners: pd.DataFrame | None,
+) -> tuple[dict[str, str], dict[str, int], dict[str, str], dict[str, str]]:
+    """From :func:`.locks.lock_owners`: each waiter's owner, each owner's waiter count, each
+    owner's waiters' tool, and the lock class of each thread on either side."""
+    if owners is None:
+        return {}, {}, {}, {}
+    named = owners.loc[owners["owner"].notna()]
+    waits_for = {
+        str(waiter): str(owner)
+        for owner, waiters in zip(named["owner"], named["waiters"], strict=True)
+        for waiter in waiters
+    }
+    counts = named.groupby("owner")["count"].sum()
+    blocking = {str(owner): int(n) for owner, n in counts.items()}
+    tools = named.loc[named["tool"].notna()].drop_duplicates("owner")
+    owner_tool = dict(zip(tools["owner"].astype(str), tools["tool"].astype(str), strict=True))
+    classes = dict(zip(named["owner"].astype(str), named["lock_class"], strict=True))
+    classes.update(
+        {w: str(c) for c, ws in zip(named["lock_class"], named["waiters"], strict=True) for w in ws}
+    )
+    return waits_for, blocking, owner_tool, {k: v for k, v in classes.items() if isinstance(v, str)}
+
+
+def natural_key(name: str) -> tuple[object, ...]:
     """Sort key that puts ``tool-exec-2`` before ``tool-exec-10``."""
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))

@@ -166,8 +166,13 @@ SHOWN: Mapping[str, tuple[str, ...]] = {
     "by_last_event": ("last_event_kind", "tool", "count", "invocation_ids"),
     "stalls": (
         *("count", "pool", "state", "tool", "client", "app_frame", "top_frame", "threads"),
-        "evidence",
+        *("blocking", "waits_for", "evidence"),
     ),
+    "lock_owners": (
+        *("owner", "activity", "owner_app_frame", "client", "lock_class", "count", "pool"),
+        *("waiter_frame", "tool", "unchanged", "jfr_enters"),
+    ),
+    "spinning": ("count", "pool", "state", "cpu_share", "cpu_ms", "over_s", "app_frame", "threads"),
     "idle_threads": ("count", "pool", "state", "idle_reason", "app_frame", "top_frame"),
     "fix": ("step", "fix", "change"),  # tool and client are named in every change
     "disagreements": ("invocation_id", "source", "other_source", "ms", "other_ms", "detail"),

@@ -32,13 +32,10 @@ from incidentkit.flows.latency_cliff.latency import (
     from_spans,
     per_bucket,
 )
-from incidentkit.flows.latency_cliff.samples import (
-    CONTENTION_COLUMNS,
-    contention,
-    sampled_stuck,
-    with_sampled,
-)
-from incidentkit.flows.latency_cliff.stacks import group_stuck, stuck_threads
+from incidentkit.flows.latency_cliff.locks import OWNER_COLUMNS
+from incidentkit.flows.latency_cliff.samples import CONTENTION_COLUMNS, contention
+from incidentkit.flows.latency_cliff.spinning import SPIN_COLUMNS
+from incidentkit.flows.latency_cliff.threads import read_threads
 from incidentkit.frames import BOOL, FLOAT, INT, STR, TS
 
 ONE_MINUTE = pd.Timedelta(minutes=1)
@@ -92,6 +89,11 @@ class LatencyReport:
     """Contended monitors and locks of the JFR recordings (:data:`.samples.CONTENTION_COLUMNS`)."""
     baseline: LatencyBaseline | None = None
     """The latency of a baseline window before the incident, when one was given."""
+    spinning: pd.DataFrame = field(default_factory=lambda: _empty(SPIN_COLUMNS))
+    """Threads unchanged across the dumps but on the CPU (:data:`.spinning.SPIN_COLUMNS`)."""
+    lock_owners: pd.DataFrame = field(default_factory=lambda: _empty(OWNER_COLUMNS))
+    """The threads holding the locks others wait for in the last dump
+    (:data:`.locks.OWNER_COLUMNS`; a row with no owner: a lock the dump names no owner of)."""
 
     @property
     def baseline_text(self) -> str:
@@ -300,22 +302,10 @@ def triage_latency(
     )
     if frames.events.empty and len(hung):
         notes.append("No event log: what each open invocation waits on is unknown (no_events).")
-    threads = frames.threads
-    dumps = int(threads["dump"].nunique())
-    samples = jfr_samples if jfr_samples is not None else pd.DataFrame()
-    recordings = int(samples["recording"].nunique()) if len(samples) else 0
-    sampled = sampled_stuck(samples) if recordings else pd.DataFrame()
-    stuck = stuck_threads(threads) if dumps >= 2 else threads.iloc[0:0]
-    if dumps < 2:
-        notes.append(
-            ("Stuck threads from the JFR samples only: " if recordings else "No thread verdict: ")
-            + ("no thread dumps" if dumps == 0 else "one thread dump")
-            + " (take two with jcmd <pid> Thread.print, ten seconds apart, while runs hang)."
-        )
-    if dumps >= 2 or len(sampled):
-        groups = group_stuck(with_sampled(stuck, sampled), hung["tool"].dropna().unique())
-    else:
-        groups = group_stuck(pd.DataFrame(), ())
+    seen = read_threads(
+        frames.threads, hung["tool"].dropna().unique(), jfr_samples=jfr_samples, jfr_locks=jfr_locks
+    )
+    notes += seen.notes
     others = {name: frame for name, frame in by_source.items() if name != source}
     disagreements = cross_check(best, others) if source else cross_check(best, {})
     report = LatencyReport(
@@ -332,14 +322,20 @@ def triage_latency(
         open=hung,
         by_last_event=by_last_event(hung),
         disagreements=disagreements,
-        thread_groups=groups,
-        dumps=dumps,
+        thread_groups=seen.groups,
+        dumps=seen.dumps,
         fix=as_columns(pd.DataFrame(columns=list(FIX_COLUMNS)), FIX_COLUMNS),
         notes=tuple(notes),
-        recordings=recordings,
+        recordings=seen.recordings,
         contention=contention(jfr_locks) if jfr_locks is not None else empty_contention(),
+        spinning=seen.spinning,
+        lock_owners=seen.owners,
     )
     return _with_fix(report)
+
+
+def _empty(columns: Mapping[str, str]) -> pd.DataFrame:
+    return as_columns(pd.DataFrame(columns=list(columns)), columns)
 
 
 def with_baseline(report: LatencyReport, baseline: LatencyBaseline) -> LatencyReport:
@@ -354,14 +350,19 @@ def empty_contention() -> pd.DataFrame:
 
 def _with_fix(report: LatencyReport) -> LatencyReport:
     """``report`` with the fix for the tool the stall names: the stuck group tied to the open
-    calls, else, past a cliff, the tool most open invocations wait on. A hang with neither (an
-    orphan of a dead worker, a model call in flight) gets no tool fix."""
+    calls (a lock's owner first: the fix names the owner's client, and releasing the lock
+    before the call), else, past a cliff, the tool most open invocations wait on. A hang with
+    neither (an orphan of a dead worker, a model call in flight) gets no tool fix."""
     tied = report.stalls.loc[report.stalls["tool"].notna()]
     waiting = report.open.loc[~report.open["lease_expired"], "tool"].dropna()
+    lock: str | None = None
+    holder: str | None = None
     if len(tied):
-        tool = str(tied["tool"].iloc[0])
-        client = tied["client"].iloc[0]
-        pool: str | None = str(tied["pool"].iloc[0])
+        top = tied.iloc[0]
+        tool, client, pool = str(top["tool"]), top["client"], str(top["pool"])
+        if top["blocking"] > 0 and isinstance(top["lock_class"], str):
+            lock = str(top["lock_class"])
+            holder = top["lock_frame"] if isinstance(top["lock_frame"], str) else None
     elif report.has_cliff and len(waiting):
         tool, client, pool = str(waiting.mode().iloc[0]), None, None
     else:
@@ -373,5 +374,7 @@ def _with_fix(report: LatencyReport) -> LatencyReport:
             client=client if isinstance(client, str) else None,
             pool=pool,
             client_timeout_s=report.client_timeout_s,
+            lock=lock,
+            holder_frame=holder,
         ),
     )

@@ -295,7 +295,7 @@ def _growth(histograms: pd.DataFrame | None) -> dict[str, Any]:
     flow, evidence = "overview", "GC.class_histogram dumps"
     if histograms is None or histograms.empty:
         return _not_checked("growing-classes", flow, evidence, "no class histograms")
-    from incidentkit.flows.overview.growth import growing_classes
+    from incidentkit.flows.overview.growth import growing_classes, growth_headline
 
     growing = growing_classes(histograms)
     if growing.empty:
@@ -303,11 +303,10 @@ def _growth(histograms: pd.DataFrame | None) -> dict[str, Any]:
             "growing-classes", "INFO", 0, "no class grows between the histograms", flow, evidence
         )
     top = growing.iloc[0]
-    named = growing.loc[growing["culprit"].notna()] if "culprit" in growing else growing.iloc[0:0]
     title = f"{len(growing)} class(es) grow between the histograms"
-    if len(named):
-        first = named.iloc[0]
-        title += f": {readable_class(str(first['class']))} and its kin point at {first['culprit']}"
+    headline = growth_headline(growing)
+    if headline:
+        title += f": {headline}"
     title += f"; most bytes: {readable_class(str(top['class']))} (+{int(top['bytes_growth']):,})"
     return _line("growing-classes", "WARNING", len(growing), title, flow, evidence)
 
@@ -316,24 +315,22 @@ def _heap(heap: pd.DataFrame | None, old_objects: pd.DataFrame | None) -> dict[s
     flow, evidence = "overview", "JFR recording (heap after GC, old-object samples)"
     if heap is None or heap.empty:
         return _not_checked("heap-growth", flow, evidence, "no JFR heap summaries")
-    from incidentkit.flows.overview.heap import heap_after_gc, leak_candidates
+    from incidentkit.flows.overview.heap import (
+        heap_after_gc,
+        heap_text,
+        leak_candidates,
+        old_object_text,
+    )
 
     trend = heap_after_gc(heap)
     growing = trend.loc[trend["growing"]]
     if growing.empty:
-        return _line("heap-growth", "INFO", 0, "heap used after GC does not grow", flow, evidence)
-    top = growing.iloc[0]
-    title = (
-        f"heap used after GC grows {int(top['first_after_bytes']):,} → "
-        f"{int(top['last_after_bytes']):,} bytes over {int(top['gcs'])} GCs"
-    )
+        return _line("heap-growth", "INFO", 0, heap_text(trend), flow, evidence)
+    title = heap_text(trend)
     leaks = leak_candidates(old_objects) if old_objects is not None else None
-    if leaks is not None and len(leaks):
-        first = leaks.iloc[0]
-        name = first["holder"] if isinstance(first["holder"], str) else first["class"]
-        title += f"; old objects: {readable_class(str(first['class']))} held by {name}"
-        if isinstance(first["culprit"], str):
-            title += f", pointing at {first['culprit']}"
+    old = old_object_text(leaks) if leaks is not None else None
+    if old:
+        title += f"; old objects: {old}"
     return _line("heap-growth", "WARNING", len(growing), title, flow, evidence)
 
 

@@ -23,11 +23,16 @@ from incidentkit.findings import (
     verdict_of,
 )
 from incidentkit.flows.overview.card import SYMPTOMS
-from incidentkit.flows.overview.growth import ADVICE
+from incidentkit.flows.overview.growth import ADVICE, leaking_classes
+from incidentkit.flows.overview.heap import heap_text, old_object_text
 from incidentkit.flows.overview.triage import OverviewReport
 
 FLOW = "overview"
-LEAK_ROW = ["class", "allocated_in", "holder", "samples", "culprit"]
+LEAK_ROW = ["class", "allocated_in", "holder", "stack", "samples", "culprit"]
+GROWING_ROW = [
+    *("class", "library", "instances_growth", "bytes_growth", "first_instances"),
+    *("last_instances", "holds", "containers", "container_growth", "kin", "culprit", "text"),
+]
 HEAP_ROW = ["recording", "gcs", "first_after_bytes", "last_after_bytes", "growth_bytes"]
 CARD_ROW = [
     *("check", "severity", "count", "title", "flow", "evidence"),
@@ -75,24 +80,49 @@ def _heap(report: OverviewReport, limit: int | None) -> Finding | None:
     heap = report.heap
     if heap.empty or not heap["growing"].any():
         return None
-    top = heap.loc[heap["growing"]].iloc[0]
     leaks = report.leaks
-    named = ""
-    if len(leaks):
-        first = leaks.iloc[0]
-        holder = first["holder"] if isinstance(first["holder"], str) else first["class"]
-        named = f"; most old-object samples: {first['class']} allocated in {holder}"
+    old = old_object_text(leaks) if len(leaks) else None
     return Finding(
         f"{FLOW}/heap-growth",
         Severity.WARNING,
-        f"heap used after GC grows from {int(top['first_after_bytes']):,} to "
-        f"{int(top['last_after_bytes']):,} bytes over {int(top['gcs'])} GCs{named}",
+        heap_text(heap) + (f"; most old-object samples: {old}" if old else ""),
         "From the JFR recording: heap used after each GC (what survives) climbs from GC to "
-        "GC. The old-object samples are objects allocated during the recording and still "
-        "alive at its end, by class and the application frame that allocated them.",
+        "GC, over 3 GCs or more (fewer say nothing either way). The old-object samples are "
+        "objects allocated during the recording and still alive at its end, by class and the "
+        "application frame that allocated them, when the recording kept their stacks.",
         ADVICE,
         rows_of(leaks, LEAK_ROW, limit=limit) if len(leaks) else rows_of(heap, HEAP_ROW),
         len(leaks) if len(leaks) else len(heap),
+    )
+
+
+def _growing(report: OverviewReport, limit: int | None) -> Finding | None:
+    """The application's classes that grow between the class histograms, with the maps that
+    hold them."""
+    growing = report.growing
+    if growing.empty:
+        return None
+    leaks = leaking_classes(growing)
+    if leaks.empty:
+        return None
+    first = leaks.iloc[0]
+    culprit = f", pointing at {first['culprit']}" if isinstance(first["culprit"], str) else ""
+    own = int((~leaks["library"]).sum())
+    whose = f"{own} application" if own else f"{len(leaks)} library"
+    return Finding(
+        f"{FLOW}/growing-classes",
+        Severity.WARNING,
+        f"{whose} class group(s) grow between the histograms; {first['text']}{culprit}",
+        "From the class histograms: classes whose instances and bytes grow from the first to "
+        "the last (never falling between), the application's own first (the JDK's classes and "
+        "arrays only carry them; libraries rank below), by instances gained. Each is paired "
+        "with the JDK containers that grew by the same count, within 5 % (a "
+        "ConcurrentHashMap$Node per map entry), and with the classes that grew with it (kin). "
+        "A usual culprit is named only when ADK's own classes are in the histograms.",
+        f"Find the {first['holds'] or 'field'} that holds {first['class']} (a static or "
+        f"long-lived one) and bound it. {ADVICE}",
+        rows_of(leaks, GROWING_ROW, limit=limit),
+        len(leaks),
     )
 
 
@@ -133,9 +163,9 @@ def overview_findings(
     if symptom is not None:
         items.append(symptom)
     items.append(_card(report, row_limit))
-    heap = _heap(report, row_limit)
-    if heap is not None:
-        items.append(heap)
+    for item in (_growing(report, row_limit), _heap(report, row_limit)):
+        if item is not None:
+            items.append(item)
     counts = report.card["severity"].value_counts()
     summary = {
         "checks": len(report.card),

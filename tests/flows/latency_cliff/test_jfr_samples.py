@@ -10,7 +10,7 @@ import pytest
 from incidentkit.evidence import Evidence
 from incidentkit.flows.common import Frames
 from incidentkit.flows.latency_cliff.findings import latency_findings
-from incidentkit.flows.latency_cliff.samples import contention, sampled_stuck
+from incidentkit.flows.latency_cliff.samples import contention, executed_between, sampled_stuck
 from incidentkit.flows.latency_cliff.triage import triage_latency
 from incidentkit.frames import build
 from incidentkit.manifest import parse_manifest
@@ -80,3 +80,47 @@ def test_no_recording_changes_nothing() -> None:
     as_of = pd.Timestamp("2026-12-02T16:00:00Z")
     report = triage_latency(Frames(), as_of=as_of)
     assert report.thread_groups.empty and report.contention.empty and report.recordings == 0
+
+
+ORDERS = EXPORT.parent / "orders-default.json.gz"
+"""A default-settings recording of tests/data/threads/jvm-orders: restock-poller spins on
+Thread.yield, sampled (if at all) running or in the yield itself."""
+
+
+def test_a_thread_sampled_in_thread_yield_is_running_not_stuck_in_a_native_call() -> None:
+    samples = recording().jfr_samples
+    one = samples.loc[samples["thread"].eq("tool-pool-1-thread-1")]
+    assert "tool-pool-1-thread-1" in set(sampled_stuck(one)["thread"])
+    spin = "java.lang.Thread.yield(Native Method)"  # the same samples, but in the yield
+    yielding = one.assign(
+        thread="spinner", top_frame=spin, frames=[(spin, *f[1:]) for f in one["frames"]]
+    )
+    assert sampled_stuck(yielding).empty
+    assert executed_between(yielding, pd.Series([], dtype="datetime64[ns, UTC]")) == {
+        "spinner": len(yielding)
+    }
+
+
+def test_execution_samples_between_the_dumps_make_an_unchanged_thread_busy() -> None:
+    samples = recording().jfr_samples
+    busy = samples.loc[samples["event_type"].eq("execution"), "thread"].mode().iloc[0]
+    last = samples.loc[samples["thread"].eq(busy)].iloc[-1]
+    dump = {"thread": busy, "nid": "0x9", "state": "RUNNABLE", "frames": last["frames"]}
+    times = (samples["ts"].min(), samples["ts"].max())  # no cpu= in these dumps
+    dumps = build(
+        "threads",
+        [{**dump, "dump": f"d{i}", "taken_at": t} for i, t in enumerate(times, start=1)],
+    )
+    report = triage_latency(Frames(threads=dumps), as_of=times[1], jfr_samples=samples)
+    assert all(busy not in names for names in report.thread_groups["threads"])
+    (row,) = report.spinning.to_dict("records")
+    assert row["threads"] == (busy,) and row["jfr_samples"] > 0 and pd.isna(row["cpu_share"])
+    item = next(i for i in latency_findings(report).items if i.id.endswith("spinning-threads"))
+    assert "JFR execution sample(s) between the dumps" in item.title
+
+
+def test_the_default_recording_has_no_stuck_spinner() -> None:
+    evidence = Evidence(parse_manifest({"jfr": {"path": str(ORDERS)}}, base=ORDERS.parent))
+    stuck = set(sampled_stuck(evidence.jfr_samples)["thread"])
+    assert "restock-poller" not in stuck
+    assert {"price-refresher", "stock-sync"} <= stuck  # in their socket reads all along

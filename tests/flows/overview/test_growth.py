@@ -14,6 +14,8 @@ from incidentkit.flows.overview.growth import (
     Culprit,
     culprits,
     growing_classes,
+    growth_headline,
+    leaking_classes,
     why_no_growth,
 )
 from incidentkit.frames import build
@@ -176,7 +178,8 @@ def test_the_real_jdk_histograms_show_the_runner_cache() -> None:
     leak = got.set_index("class").loc[truth["leak"]["classes"]]
     assert leak["first_instances"].eq(truth["leak"]["first_instances"]).all()
     assert leak["last_instances"].eq(truth["leak"]["last_instances"]).all()
-    assert leak["culprit"].eq(truth["leak"]["culprit"]).all()
+    assert leak["culprit"].isna().all() and truth["leak"]["culprit"] is None  # no ADK class
+    assert leaking_classes(got)["text"].iloc[0] == truth["leak"]["text"]
     nodes = got.set_index("class").loc[truth["map_nodes"]["class"]]
     assert (nodes["first_instances"], nodes["last_instances"]) == (
         truth["map_nodes"]["first_instances"],
@@ -209,3 +212,91 @@ def test_the_slow_death_pack_shows_what_its_truth_says() -> None:
     assert set(wave) <= set(growing_classes(frame, monotonic=False)["class"])
     assert set(expected["new_classes"]) == set(got.loc[got["first_instances"].eq(0), "class"])
     assert expected["advice"] == ADVICE
+
+
+ORDERS = ROOT / "tests" / "data" / "histograms" / "jvm-orders"
+ORDERS_TRUTH = json.loads(
+    (ROOT / "tests" / "data" / "threads" / "jvm-orders" / "truth.json").read_text()
+)["leak"]
+
+
+def orders_histograms() -> pd.DataFrame:
+    spec = SourceSpec("histograms", paths=(ORDERS / "histo-*.txt",))
+    loaded = loader.load(spec, Filters())
+    assert loaded.rejects.empty and loaded.warnings.empty
+    return loaded.frames["class_histograms"]
+
+
+def test_the_application_class_and_its_map_lead_a_real_leak() -> None:
+    got = growing_classes(orders_histograms())
+    leaks = leaking_classes(got)
+    first = leaks.iloc[0]
+    first_count, last_count = ORDERS_TRUTH["instances"]
+    assert first["class"] == ORDERS_TRUTH["class"] and not first["library"]
+    assert first["instances_growth"] == last_count - first_count
+    assert first["holds"] == ORDERS_TRUTH["holds"]
+    assert first["containers"][0] == ORDERS_TRUTH["container"]
+    boxes = ORDERS_TRUTH["container_instances"]
+    assert first["container_growth"] == boxes[1] - boxes[0]
+    assert list(first["kin"]) == ORDERS_TRUTH["kin"]
+    assert first["text"] == ORDERS_TRUTH["text"]
+    assert not leaks["class"].str.startswith(("java.", "jdk.", "sun.", "[")).any()
+
+
+def test_no_usual_culprit_without_its_own_classes() -> None:
+    """The app has a CheckoutSession class but no ADK session service: nothing names one."""
+    got = growing_classes(orders_histograms())
+    assert got["culprit"].isna().all()
+    headline = growth_headline(got)
+    assert headline is not None and headline.startswith("a map of com.acme.orders.OrderSnapshot")
+    assert ORDERS_TRUTH["not_culprit"] not in headline
+    session_named = culprits(pd.Series(["com.example.SessionStore$Node"]))
+    assert session_named.isna().all()  # a name alone names nothing
+
+
+def test_the_session_service_is_named_only_when_its_class_is_in_the_histograms() -> None:
+    growth = {
+        "com.google.adk.sessions.Session": (10, 20, 30),
+        "com.google.adk.events.Event": (5, 9, 20),
+    }
+    without = growing_classes(histograms(growth))
+    assert without["culprit"].isna().all()
+    present = growing_classes(
+        histograms({**growth, "com.google.adk.sessions.InMemorySessionService": (1, 1, 1)})
+    )
+    assert present["culprit"].eq(Culprit.SESSIONS.value).all()
+
+
+def test_library_classes_rank_below_the_applications() -> None:
+    got = growing_classes(
+        histograms(
+            {
+                "io.netty.buffer.PooledByteBuf": (10, 5000, 9000),
+                "com.example.Cart": (10, 20, 40),
+                "java.util.HashMap$Node": (10, 20, 40),
+            }
+        )
+    )
+    leaks = leaking_classes(got)
+    assert leaks["class"].tolist() == ["com.example.Cart", "io.netty.buffer.PooledByteBuf"]
+    assert leaks["library"].tolist() == [False, True]
+    assert leaks["text"].iloc[0] == "a map of com.example.Cart: +30 entries (HashMap$Node +30)"
+    assert leaks["holds"].isna().iloc[1]
+
+
+def test_overview_findings_name_the_application_class() -> None:
+    from incidentkit.flows.common import Frames
+    from incidentkit.flows.overview.card import Profile
+    from incidentkit.flows.overview.findings import overview_findings
+    from incidentkit.flows.overview.triage import triage_overview
+
+    report = triage_overview(
+        Frames(), as_of=pd.Timestamp("2026-12-07T00:00:00Z"), profile=Profile(),
+        histograms=orders_histograms(),
+    )  # fmt: skip
+    found = overview_findings(report)
+    items = {item.id: item for item in found.items}
+    growing = items["overview/growing-classes"]
+    assert ORDERS_TRUTH["text"] in growing.title
+    assert growing.rows[0]["class"] == ORDERS_TRUTH["class"]
+    assert ORDERS_TRUTH["not_culprit"] not in json.dumps([i.title for i in found.items])

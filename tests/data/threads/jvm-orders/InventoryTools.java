@@ -1,0 +1,10 @@
+package com.acme.orders;
+
+/** The agent's inventory tool. */
+public final class InventoryTools {
+    private InventoryTools() {}
+
+    public static boolean reserveStock(StockLedger ledger, String sku) {
+        return ledger.reserve(sku);
+    }
+}
