@@ -2,7 +2,9 @@
 
 ``incidentkit actions OUT --kind REDRIVE`` reads the orphans flow's ``findings.json`` in OUT (a
 flow folder, or a ``run all`` folder holding ``orphans/findings.json``) and lists the runs whose
-``action_kind`` is the kind asked for, one row per run, ordered by run id:
+``action_kind`` is the kind asked for, one row per run, ordered by run id. A run's kind is the
+one its run row gives (a class, in-flight or waiting item); a row of another item that names
+the run (a call, a crash loop, a lease) never lists it under another kind:
 
     app_name, run_id, session_id, invocation_id, action_kind, orphan_class, journal_verdict,
     unanswered_calls, owner, attempts, lease_until, action, reason, proof
@@ -27,8 +29,22 @@ from typing import Any
 from incidentkit.errors import ParameterError
 from incidentkit.postmortem import FlowFindings, collect_findings
 
-KINDS = ("ASK_DOWNSTREAM", "INVESTIGATE", "MARK_DONE", "MARK_PAUSED", "PARK", "REDRIVE", "REPLAY")
-"""The action kinds an export lists (``docs/orphans.md``, Actions)."""
+KINDS = (
+    "ASK_DOWNSTREAM",
+    "INVESTIGATE",
+    "MARK_DONE",
+    "MARK_PAUSED",
+    "NONE",
+    "PARK",
+    "REDRIVE",
+    "REPLAY",
+    "WAIT",
+)
+"""The action kinds an export lists: every ``action_kind`` a run row shows (``docs/orphans.md``,
+Actions)."""
+_RUN_FIELDS = ("orphan_class", "unanswered_calls")
+"""What a run row (an item's row about one run as a whole) carries beside run_id and
+action_kind; a call's, crash loop's or lease's row does not carry both."""
 FORMATS = ("csv", "json")
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 """How a CSV cell a spreadsheet would read as a formula begins (OWASP, CSV injection)."""
@@ -78,9 +94,10 @@ def _orphans(out: Path) -> FlowFindings:
 
 
 def action_rows(orphans: FlowFindings, kind: str) -> list[dict[str, Any]]:
-    """The run rows of ``orphans`` whose ``action_kind`` is ``kind``, by run id."""
+    """The runs of ``orphans`` whose ``action_kind`` is ``kind``, by run id: each from its run
+    row, else the first row that names it."""
     app = orphans.findings.evidence.parameters.get("app_name")
-    rows: dict[str, dict[str, Any]] = {}
+    chosen: dict[str, tuple[bool, dict[str, Any], str]] = {}  # run id -> (run row?, row, proof)
     dead_letters = {
         str(row.get("run_id")): row.get("dead_letter")
         for row in orphans.rows("orphans/crash-loops")
@@ -95,15 +112,23 @@ def action_rows(orphans: FlowFindings, kind: str) -> list[dict[str, Any]]:
                 "(orphans.action_table) instead",
             )
         for n, row in enumerate(item.rows, 1):
-            if row.get("action_kind") != kind or row.get("run_id") is None:
+            if row.get("run_id") is None or "action_kind" not in row:
                 continue
-            record = {c: row.get(c) for c in COLUMNS}
-            record["app_name"] = app
-            record["proof"] = f"{orphans.rel} → {item.id}, row {n}"
-            if kind == "PARK":
-                record["dead_letter"] = dead_letters.get(str(row["run_id"]))
-            rows.setdefault(str(row["run_id"]), record)  # a run is in one class item
-    return [rows[run_id] for run_id in sorted(rows)]
+            run_id, whole = str(row["run_id"]), all(f in row for f in _RUN_FIELDS)
+            if run_id not in chosen or (whole and not chosen[run_id][0]):
+                chosen[run_id] = (whole, row, f"{orphans.rel} → {item.id}, row {n}")
+    records = []
+    for run_id in sorted(chosen):
+        _, row, proof = chosen[run_id]
+        if row.get("action_kind") != kind:
+            continue
+        record = {c: row.get(c) for c in COLUMNS}
+        record["app_name"] = app
+        record["proof"] = proof
+        if kind == "PARK":
+            record["dead_letter"] = dead_letters.get(run_id)
+        records.append(record)
+    return records
 
 
 def _text(value: Any) -> str:

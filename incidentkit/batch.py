@@ -119,10 +119,14 @@ def run_all(
     show_code: bool = False,
     jobs: int | None = None,
     environ: Mapping[str, str] | None = None,
+    as_of_from: str | None = None,
 ) -> BatchResult:
     """Run every flow of :data:`FLOWS` the evidence supports into ``out/<flow>/``; write
     ``out/summary.json`` and ``out/index.html``. ``parameters`` (``-p`` text) go to the flows
-    whose notebooks declare them; ``as_of`` (already resolved) to every flow declaring it."""
+    whose notebooks declare them; ``as_of`` (already resolved) to every flow declaring it, with
+    where it came from (``as_of_from``, default ``--as-of``; ``-p as_of`` for a parameter) and
+    ``stale_after``. A ``session_id`` without an ``app_name`` gives every flow the session's
+    app (found in the evidence; an unknown session refuses the run)."""
     started = pd.Timestamp.now(tz="UTC")
     root = Path(out)
     if root.exists() and not root.is_dir():
@@ -137,8 +141,13 @@ def run_all(
     secrets = check_sources(manifest_path, os.environ if environ is None else environ)
     declared = {name: declared_parameters(name) for name in FLOWS}
     _check_names(raw, declared)
+    if as_of_from is None:
+        given_as_of = as_of is not None or str(raw.get("as_of") or "").strip()
+        as_of_from = ("--as-of" if as_of is not None else "-p as_of") if given_as_of else ""
     if as_of is not None:
         raw["as_of"] = iso_text(as_of)
+    if str(raw.get("session_id") or "").strip() and not str(raw.get("app_name") or "").strip():
+        raw["app_name"] = session_app(manifest_path, raw["session_id"], environ)
     root.mkdir(parents=True, exist_ok=True)
     skipped: dict[str, str] = {}
     runnable: list[str] = []
@@ -163,7 +172,17 @@ def run_all(
         if signum is not None:  # stopped before this flow's turn came
             return _interrupted(root, name, Interrupted(signum))
         try:
-            return _run_one(name, manifest_path, root, given, timeout, show_code, environ, extra)
+            return _run_one(
+                name,
+                manifest_path,
+                root,
+                given,
+                timeout,
+                show_code,
+                environ,
+                extra,
+                {"as_of_from": as_of_from, "stale_after": stale_after},
+            )
         finally:
             if threading.current_thread() is not threading.main_thread():
                 _close_thread_loop()
@@ -264,6 +283,15 @@ def _check_names(raw: Mapping[str, str], declared: Mapping[str, Mapping[str, Any
             )
 
 
+def session_app(manifest: Path, session_id: str, environ: Mapping[str, str] | None) -> str:
+    """The app of the session ``-p session_id`` names, read off the evidence (as the
+    one-session flows find it); an unknown session is a ParameterError naming the closest."""
+    from incidentkit.evidence import open_evidence
+    from incidentkit.flows._session import find_session
+
+    return find_session(open_evidence(manifest, environ=environ), session_id.strip()).app_name
+
+
 def _run_one(
     name: str,
     manifest: Path,
@@ -273,6 +301,7 @@ def _run_one(
     show_code: bool,
     environ: Mapping[str, str] | None,
     extra: Sequence[Finding],
+    judging: Mapping[str, Any],
 ) -> FlowOutcome:
     """One flow into ``root/<name>/``; a refusal or failure is an outcome, never a crash."""
     folder = root / name
@@ -290,6 +319,8 @@ def _run_one(
             progress=False,
             environ=environ,
             extra_items=extra,
+            as_of_from=judging["as_of_from"] if "as_of" in params else "",
+            stale_after=judging["stale_after"],
         )
         code, verdict, error = result.exit_code, result.verdict, result.error
     except IncidentkitError as err:  # refused before the notebook, or its artifacts rejected

@@ -21,10 +21,14 @@ from incidentkit.stopping import Interrupted
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from incidentkit.coverage import measure, render_text
+    """Coverage of the evidence; a filter of the manifest that names nothing the evidence
+    holds is refused (exit 3) before anything is measured."""
+    from incidentkit.coverage import check_filters, measure, render_text
     from incidentkit.evidence import open_evidence
 
-    report = measure(open_evidence(args.path))
+    evidence = open_evidence(args.path)
+    check_filters(evidence)
+    report = measure(evidence)
     if args.json:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
     else:
@@ -140,6 +144,17 @@ def _scheduled_as_of(given: Any, raw: dict[str, str], evidence: str) -> Any:
     return manifest, given
 
 
+def _as_of_from(given: Any, raw: dict[str, str], as_of: Any) -> str:
+    """Where the run's as_of comes from, as its report says: ``--as-of``, ``-p as_of``, or the
+    run's start (a relative window without either); "" when no as_of is given (each flow
+    then takes its window's end, else its evidence's last record)."""
+    if given is not None:
+        return "--as-of"
+    if str(raw.get("as_of") or "").strip():
+        return "-p as_of"
+    return "the run's start (relative window)" if as_of is not None else ""
+
+
 def _run_one(args: argparse.Namespace, folder: Any, raw: dict[str, str], given: Any) -> int:
     from incidentkit import schedule
     from incidentkit.findings import iso_text
@@ -148,6 +163,7 @@ def _run_one(args: argparse.Namespace, folder: Any, raw: dict[str, str], given: 
     params = coerce_parameters(args.flow, raw)
     stale_after = schedule.parse_stale_after(args.stale_after)
     manifest, as_of = _scheduled_as_of(given, raw, args.evidence)
+    as_of_from = _as_of_from(given, raw, as_of)
     extra = []
     if as_of is not None:
         if "as_of" in declared_parameters(args.flow):
@@ -165,6 +181,8 @@ def _run_one(args: argparse.Namespace, folder: Any, raw: dict[str, str], given: 
         show_code=args.show_code,
         progress=not args.quiet,
         extra_items=extra,
+        as_of_from=as_of_from,
+        stale_after=stale_after,
     )
     lines = [f"notebook: {result.notebook}", f"report:   {result.html}"]
     if result.findings:
@@ -192,6 +210,7 @@ def _run_all(args: argparse.Namespace, folder: Any, raw: dict[str, str], given: 
         folder,
         parameters=raw,
         as_of=as_of,
+        as_of_from=_as_of_from(given, raw, as_of),
         stale_after=schedule.parse_stale_after(args.stale_after),
         timeout=args.timeout,
         show_code=args.show_code,

@@ -1,17 +1,29 @@
-"""What the evidence of one incident covers: rows, time spans, rejects and join gaps."""
+"""What the evidence of one incident covers: rows, time spans, rejects and join gaps; and the
+filters that match nothing, with what the evidence holds instead.
+
+A filter value (``app_name``, ``sessions``, ``invocations`` of the manifest, or the app or
+session a flow is given) that no source names at all is an error naming what the sources do
+hold, with the closest name (:func:`require_named`); a window that holds no row while the
+sources hold rows elsewhere is a warning (:func:`window_note`): a quiet night is not an error.
+Whether a source names a value is asked of the rows read with the filters first (those a flow
+reads anyway); only a value not found there costs more: a bound ``SELECT 1 ... LIMIT 1`` in a
+database, else the source read without filters (the error's list of what the sources hold
+comes from a ``SELECT DISTINCT``, or that read).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any
 
 import pandas as pd
 
 from incidentkit.baselines.indexes import IndexAdvice, advice
-from incidentkit.errors import IncidentkitError
+from incidentkit.errors import IncidentkitError, ManifestError, ParameterError
 from incidentkit.evidence import FRAME_SOURCES, Evidence
-from incidentkit.manifest import EARLIEST
+from incidentkit.manifest import EARLIEST, Filters, SourceSpec, did_you_mean
 
 TIME_COLUMNS: Mapping[str, tuple[str, str]] = {
     "runs": ("started_at", "updated_at"),
@@ -79,6 +91,9 @@ class Coverage:
     """Sources that loaded no row because every record was rejected."""
     indexes: tuple[IndexAdvice, ...] = ()
     """Per database events/ledger table: the index a baseline query needs, and if one serves."""
+    notes: tuple[str, ...] = ()
+    """Warnings about the filters: a window (or an app, session, invocation) with no row in
+    it, though the evidence holds rows elsewhere."""
 
     @property
     def complete(self) -> bool:
@@ -150,6 +165,7 @@ def measure(evidence: Evidence) -> Coverage:
         ),
         all_rejected=_all_rejected(evidence, frames, failed),
         indexes=_indexes(evidence, failed),
+        notes=tuple(note for note in [window_note(evidence, loaded)] if note),
     )
 
 
@@ -278,6 +294,8 @@ def render_text(report: Coverage) -> str:
         lines.append(f"  ! {source}: {said}")
     for source in report.all_rejected:
         lines.append(f"  ! {source}: every record was rejected (reasons below)")
+    for note in report.notes:
+        lines.append(f"  ! {note}")
     lines += ["", f"rejects: {report.reject_count}"]
     lines += _group_lines(report.rejects)
     if report.warnings:
@@ -300,3 +318,233 @@ def render_text(report: Coverage) -> str:
                 f"  ! {on}: no index; a baseline scans the whole table. Run: {item.statement}"
             )
     return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+# ---------------------------------------------------------------------------- filters
+
+
+FILTERED: Mapping[str, tuple[str, Mapping[str, str]]] = {
+    "app_name": ("app", {"ledger": "runs", "events": "events", "diagnostics": "diagnostics"}),
+    "session_id": (
+        "session",
+        {"ledger": "runs", "events": "events", "diagnostics": "diagnostics"},
+    ),
+    "invocation_id": (
+        "invocation",
+        {
+            **{"ledger": "runs", "events": "events", "journal": "journal"},
+            **{"spans": "spans", "diagnostics": "diagnostics"},
+        },
+    ),
+}
+"""Per filtered column: what it names, and the sections (their frame) that carry it."""
+SOURCE_NAMES = {
+    "ledger": "the ledger",
+    "events": "the event log",
+    "journal": "the journal",
+    "spans": "the spans",
+    "diagnostics": "the diagnostics log",
+}
+ROW_NAMES = {
+    "runs": "runs",
+    "events": "events",
+    "journal": "journal entries",
+    "spans": "spans",
+    "diagnostics": "diagnostics lines",
+}
+SHOWN_HELD = 8
+"""How many held values an error lists."""
+
+
+def check_filters(evidence: Evidence) -> None:
+    """Refuse a filter of ``evidence`` (its app, sessions, invocations) that no source names
+    at all: a ManifestError when the manifest gave it, a ParameterError otherwise; the error
+    lists what the sources hold and the closest name."""
+    filters, given = evidence.filters, evidence.manifest.filters
+    for column, values, from_manifest in (
+        ("app_name", _listed(filters.app_name), filters.app_name == given.app_name),
+        ("session_id", filters.session_ids, filters.session_ids == given.session_ids),
+        ("invocation_id", filters.invocation_ids, filters.invocation_ids == given.invocation_ids),
+    ):
+        if values:
+            key = {"app_name": "app_name", "session_id": "sessions"}.get(column, "invocations")
+            require_named(
+                evidence,
+                column,
+                values,
+                label=key if from_manifest else column,
+                error=ManifestError if from_manifest else ParameterError,
+                fix=f"set {key} in the manifest to what the evidence holds, or remove it",
+            )
+
+
+def require_named(
+    evidence: Evidence,
+    column: str,
+    values: Iterable[str],
+    *,
+    label: str = "",
+    error: type[ManifestError] | type[ParameterError] = ParameterError,
+    fix: str,
+) -> None:
+    """Raise ``error`` when a source of ``evidence`` carrying ``column`` exists and none of them
+    names one of ``values`` anywhere (in no window, for no app): "app_name 'shopp' matches
+    nothing: 0 runs, 0 events of app 'shopp'; the ledger and the event log hold: orders,
+    shop", with "did you mean" and ``fix``; ``label`` names the filter (default ``column``)."""
+    what, sections = FILTERED[column]
+    present = [section for section in sections if evidence.has(section)]
+    if not present:
+        return
+    whole = evidence.narrowed(Filters())  # read (files only) when a value is not found
+    unnamed = [v for v in values if not any(_named(evidence, s, column, v, whole) for s in present)]
+    if not unnamed:
+        return
+    held = held_names(evidence, column, present, whole=whole)
+    every = sorted({value for found, _ in held.values() for value in found})
+    counts = ", ".join(f"0 {ROW_NAMES[sections[s]]}" for s in present)
+    shown = ", ".join(repr(v) for v in unnamed)
+    raise error(
+        f"{label or column} {shown} matches nothing: {counts} of {what} {shown}; {_listing(held)}",
+        value=unnamed[0] if len(unnamed) == 1 else unnamed,
+        fix=f"{did_you_mean(list(unnamed), every)}{fix}",
+    )
+
+
+def _named(evidence: Evidence, section: str, column: str, value: str, whole: Evidence) -> bool:
+    """:func:`names`, with a source that cannot be read taken as naming it: its own error is
+    for the reader of the source to say (``inspect``, the flow), not for this check."""
+    try:
+        return names(evidence, section, column, value, whole=whole)
+    except IncidentkitError:
+        return True
+
+
+def _listed(value: str | None) -> tuple[str, ...]:
+    return () if value is None else (value,)
+
+
+def _listing(held: Mapping[str, tuple[list[str], bool]]) -> str:
+    """What the sources hold, sources with equal lists together: "the ledger and the event log
+    hold orders, shop"."""
+    by_list: dict[tuple[tuple[str, ...], bool], list[str]] = {}
+    for section, (found, complete) in held.items():
+        by_list.setdefault((tuple(found), complete), []).append(SOURCE_NAMES[section])
+    parts = []
+    for (values, complete), where in by_list.items():
+        shown = ", ".join(values[:SHOWN_HELD]) or "none"
+        if len(values) > SHOWN_HELD:
+            shown += f" and {len(values) - SHOWN_HELD} more"
+        shown += "" if complete else " (the first of more)"
+        who = where[0] if len(where) == 1 else ", ".join(where[:-1]) + " and " + where[-1]
+        parts.append(f"{who} hold{'s' if len(where) == 1 else ''}: {shown}")
+    return "; ".join(parts)
+
+
+def names(
+    evidence: Evidence, section: str, column: str, value: str, *, whole: Evidence | None = None
+) -> bool:
+    """Whether the ``section`` source names ``value`` in ``column`` at all. First in the rows
+    ``evidence`` reads (with its filters: the rows a flow reads anyway); if none there, a bound
+    probe of the whole table in a database, else the source read whole, without filters
+    (``whole``: that evidence, so several questions read it once)."""
+    _, frames = FILTERED[column]
+    if evidence.frame(frames[section])[column].eq(value).any():
+        return True
+    spec = evidence.sources[section]
+    probe = _in_database(spec, section, column, evidence.environ) if spec.is_database else None
+    if probe is not None:
+        return bool(probe(lambda conn, table, name: _holds(conn, table, name, value)))
+    found, _ = held_names(evidence, column, [section], limit=None, whole=whole)[section]
+    return value in found
+
+
+def held_names(
+    evidence: Evidence,
+    column: str,
+    sections: Iterable[str],
+    *,
+    limit: int | None = 200,
+    whole: Evidence | None = None,
+) -> dict[str, tuple[list[str], bool]]:
+    """Per section: the distinct values of ``column`` it holds (sorted, at most ``limit``;
+    None: all) and whether that is all of them; read without any filter (a ``SELECT
+    DISTINCT`` in a database, the source read whole otherwise: from ``whole`` when given)."""
+    from incidentkit.sources import sql
+
+    _, frames = FILTERED[column]
+    out: dict[str, tuple[list[str], bool]] = {}
+    for section in sections:
+        spec = evidence.sources[section]
+        probe = _in_database(spec, section, column, evidence.environ) if spec.is_database else None
+        if probe is not None:
+            distinct = partial(sql.distinct_values, limit=limit if limit is not None else 10**9)
+            out[section] = probe(distinct)
+            continue
+        whole = whole or evidence.narrowed(Filters())
+        values = whole.frame(frames[section])[column].dropna().astype(str).unique()
+        ordered = sorted(values)
+        most = len(ordered) if limit is None else limit
+        out[section] = (ordered[:most], len(ordered) <= most)
+    return out
+
+
+def _holds(conn: Any, table: Any, name: str, value: str) -> bool:
+    from incidentkit.sources import sql
+
+    return sql.holds_value(conn, table, name, value)
+
+
+def _in_database(
+    spec: SourceSpec, section: str, column: str, environ: Mapping[str, str] | None
+) -> Callable[[Callable[[Any, Any, str], Any]], Any] | None:
+    """For a database source whose table holds ``column``: a function running a query on
+    (connection, table, the column's name there); None when the kit cannot tell which table."""
+    if section not in ("ledger", "journal", "events"):
+        return None
+
+    def run(query: Callable[[Any, Any, str], Any]) -> Any:
+        from incidentkit.sources import adk_python, events, journal, ledger, sql, tables
+
+        what = f"[{section}] {spec.location()}"
+        engine = sql.open_source(spec, environ, what=what)
+        try:
+            with sql.connect(engine, what=what) as conn:
+                if section in ("ledger", "journal"):
+                    layout = ledger.LAYOUT if section == "ledger" else journal.LAYOUT
+                    table, name = spec.table or layout.table, tables.column_names(layout, spec)
+                elif adk_python.is_python_store(conn):
+                    table, name = adk_python.EVENTS_TABLE, {column: column}
+                else:
+                    table, name = spec.table or events.JAVA_TABLE, events.java_column_names(spec)
+                info = sql.require_table(conn, table, [name[column]], what=what)
+                return query(conn, info, name[column])
+        finally:
+            engine.dispose()
+
+    return run
+
+
+def window_note(evidence: Evidence, frames: Mapping[str, pd.DataFrame]) -> str | None:
+    """A warning when the evidence has a window and none of ``frames`` (those read) holds a row
+    in it: every source that was read holds rows elsewhere (an empty table or file is refused
+    when read), so the window, the app or the ids chosen match nothing there."""
+    window = evidence.filters.window
+    if window is None or not frames or any(len(frame) for frame in frames.values()):
+        return None
+    start = "everything stored" if window.start == EARLIEST else _iso(window.start)
+    scope = [
+        f"{what} {value!r}"
+        for what, value in (
+            ("app", evidence.filters.app_name),
+            ("sessions", ", ".join(evidence.filters.session_ids) or None),
+            ("invocations", ", ".join(evidence.filters.invocation_ids) or None),
+        )
+        if value
+    ]
+    of = f" of {' and '.join(scope)}" if scope else ""
+    read = ", ".join(sorted({FRAME_SOURCES[name] for name in frames}))
+    return (
+        f"the window {start} .. {_iso(window.end)} holds no row{of} in {read}, though the "
+        "evidence holds rows outside it: a quiet time, or the wrong window (without the "
+        "window, incidentkit inspect shows the span the evidence holds)"
+    )

@@ -79,6 +79,11 @@ class IncidentkitError(Exception):
             message = f"{message}. {fix}"
         super().__init__(scrub_text(message))  # no remembered secret survives in a message
 
+    def _render_traceback_(self) -> list[str]:
+        """How IPython shows the error in a notebook: its message, not the library's frames
+        (the message says what failed, the value and what to do)."""
+        return [f"{type(self).__name__}: {self}"]
+
 
 class ManifestError(IncidentkitError):
     """The evidence manifest is missing, malformed, or names a literal secret."""

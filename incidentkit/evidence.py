@@ -86,7 +86,10 @@ class Evidence:
         return self._environ
 
     def narrowed(self, filters: Filters) -> Evidence:
-        """The same sources read with other filters (a fresh cache; nothing is shared)."""
+        """The same sources read with other filters (a fresh cache; nothing is shared); the
+        same filters are this evidence itself, with what it has read."""
+        if filters == self.filters:
+            return self
         return Evidence(self.manifest, filters=filters, environ=self._environ)
 
     def has(self, section: str) -> bool:

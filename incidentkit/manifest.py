@@ -15,6 +15,7 @@ The format is documented in ``docs/manifest.md``, the reasons in ``docs/security
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import tomllib
@@ -138,6 +139,28 @@ class Window:
 AS_OF_ENV = "INCIDENTKIT_AS_OF"
 """The moment a relative window ends at. ``incidentkit run`` sets it for the flow's kernel (the
 run's as_of); unset, a relative window ends now (rounded up to the next second)."""
+AS_OF_FROM_ENV = "INCIDENTKIT_AS_OF_FROM"
+"""Where the run's as_of came from (``--as-of``, ``-p as_of``, the run's start for a relative
+window), set by ``incidentkit run`` beside :data:`AS_OF_ENV`; a flow's report says it."""
+STALE_AFTER_ENV = "INCIDENTKIT_STALE_AFTER"
+"""``--stale-after`` in seconds, set by ``incidentkit run`` for the flow's kernel: how far as_of
+may lie past the evidence's end before ages are judged at that end."""
+
+
+def run_as_of_from() -> str | None:
+    """Where the runner took the flow's as_of from (:data:`AS_OF_FROM_ENV`); None outside it."""
+    return os.environ.get(AS_OF_FROM_ENV, "").strip() or None
+
+
+def run_stale_after() -> pd.Timedelta | None:
+    """The run's ``--stale-after`` (:data:`STALE_AFTER_ENV`); None when not given or unreadable
+    (the default limit then holds)."""
+    text = os.environ.get(STALE_AFTER_ENV, "").strip()
+    try:
+        length = pd.Timedelta(seconds=float(text)) if text else None
+    except (ValueError, OverflowError):
+        return None
+    return length if length is not None and length > pd.Timedelta(0) else None
 
 
 @dataclass(frozen=True)
@@ -528,15 +551,7 @@ def _parse_section(
             url_ref, paths = None, (sqlite_path,)
             _check_inside(name, "url", paths, inside)
     else:
-        listed = raw["paths"] if "paths" in raw else [raw["path"]]
-        if (
-            not isinstance(listed, list)
-            or not listed
-            or not all(isinstance(p, str) for p in listed)
-        ):
-            raise ManifestError(
-                f"[{name}] path(s) must be text", value=listed, fix='write path = "events.jsonl"'
-            )
+        listed = _listed_paths(name, raw)
         paths = tuple((base / p).resolve() for p in listed)
         _check_inside(name, "paths" if "paths" in raw else "path", paths, inside)
         if len(paths) == 1 and paths[0].suffix in DATABASE_SUFFIXES and fmt != PARQUET:
@@ -554,6 +569,49 @@ def _parse_section(
         naive_timestamps=naive,
         base=base,
     )
+
+
+def _listed_paths(name: str, raw: Mapping[str, Any]) -> list[str]:
+    """The file names of ``path = "a"`` (one, as text) or ``paths = ["a", "b"]`` (a list of
+    text); a bare text for ``paths`` is refused with the list that was meant."""
+    if "path" in raw:
+        one = raw["path"]
+        if isinstance(one, str) and one:
+            return [one]
+        several = isinstance(one, list)
+        raise ManifestError(
+            f"[{name}] path must be one file name as text",
+            value=one,
+            fix=f"write paths = {_toml_list(one)} for several files"
+            if several
+            else 'write path = "events.jsonl" (or paths = [...] for several files)',
+        )
+    listed = raw["paths"]
+    if isinstance(listed, str):
+        raise ManifestError(
+            f"[{name}] paths must be a list of file names, not one text",
+            value=listed,
+            fix=f"write paths = {_toml_list([listed])} (or path = {_toml_list(listed)} for one "
+            "file)",
+        )
+    if (
+        not isinstance(listed, list)
+        or not listed
+        or not all(isinstance(p, str) and p for p in listed)
+    ):
+        raise ManifestError(
+            f"[{name}] paths must be a non-empty list of file names as text",
+            value=listed,
+            fix='write paths = ["events-1.jsonl", "events-2.jsonl"]',
+        )
+    return listed
+
+
+def _toml_list(value: Any) -> str:
+    """``value`` written as TOML (a text, or a list of texts) for a fix."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_list(v) for v in value) + "]"
+    return json.dumps(str(value), ensure_ascii=False)
 
 
 def _sqlite_file(url: str, base: Path) -> Path | None:

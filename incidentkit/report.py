@@ -198,19 +198,61 @@ def _steps_html(action: str) -> str:
     return (_e(lead) + " " if lead else "") + f"<ol style='margin:0.2em 0'>{items}</ol>"
 
 
+STALE_ID = "run/stale-evidence"
+"""The scheduler's item for evidence that ends long before as_of (``incidentkit.schedule``)."""
+
+
+def incomplete_reasons(findings: Findings) -> str:
+    """Why an INCOMPLETE_EVIDENCE verdict is one, in a sentence ("" for other verdicts): stale
+    evidence (and the moment ages were judged at), a run that stopped, sources a flow could
+    not fully use, rejected rows."""
+    if findings.verdict.value != "INCOMPLETE_EVIDENCE":
+        return ""
+    reasons = []
+    for item in findings.items:
+        if item.id == STALE_ID:
+            asked = item.rows[0].get("as_of") if item.rows else None
+            judged = findings.evidence.as_of
+            text = item.title
+            if _earlier(judged, asked):
+                text += f"; ages (leases, open invocations) judged at its end, {judged}"
+            reasons.append(text)
+        elif item.needs_action and (
+            item.id.startswith("run/") or item.id.endswith(("/evidence-limits", "/rejects"))
+        ):
+            reasons.append(item.title)
+    rejects = findings.summary.get("rejects", 0)
+    if rejects and not any(item.id.endswith("/rejects") for item in findings.items):
+        reasons.append(f"{rejects} rows of its sources were rejected")
+    return "; ".join(dict.fromkeys(reasons))
+
+
+def _earlier(first: Any, second: Any) -> bool:
+    """Whether time text ``first`` is before ``second`` (False when either is no time)."""
+    try:
+        return bool(pd.Timestamp(str(first)) < pd.Timestamp(str(second)))
+    except (ValueError, TypeError):
+        return False
+
+
 def summary_html(findings: Findings, *, actions: int = 5) -> str:
-    """The block a report opens with: verdict, app, window, as_of, counts, settings, and the
-    first ``actions`` things to do, most severe first. Made from findings alone; every value
-    in it escaped."""
+    """The block a report opens with: verdict, why it is incomplete (when it is), notes on the
+    evidence (a window with no row), app, window, as_of and where it came from, counts,
+    settings, and the first ``actions`` things to do, most severe first. Made from findings
+    alone; every value in it escaped."""
     e = _e
     evidence = findings.evidence
     parameters = dict(evidence.parameters)
     sources = parameters.pop("settings_from", {})
+    notes = parameters.pop("evidence_notes", [])
     app = parameters.pop("app_name", None)
     facts = [("flow", findings.flow), ("app", app or MISSING)]
     if evidence.window:
         facts.append(("window (UTC)", f"{evidence.window[0]} .. {evidence.window[1]}"))
-    facts.append(("as of (UTC)", evidence.as_of or MISSING))
+    as_of_from = sources.get("as_of") if isinstance(sources, Mapping) else None
+    facts.append(
+        ("as of (UTC)", f"{evidence.as_of or MISSING}" + (f" ({as_of_from})" if as_of_from else ""))
+    )
     counts = ", ".join(f"{k} {v}" for k, v in findings.summary.items() if v)
     facts.append(("counts", counts or MISSING))
     todo = sorted(
@@ -224,6 +266,15 @@ def summary_html(findings: Findings, *, actions: int = 5) -> str:
         f'<h1 style="margin-top:0">{e(evidence.title or findings.flow)}</h1>',
         f'<p style="font-size:1.4em;margin:0.2em 0;color:{colour}"><b>'
         f"{e(findings.verdict.value)}</b>: {e(VERDICT_WORDS[findings.verdict.value])}</p>",
+        *(
+            f'<p style="margin:0.3em 0"><b>Why incomplete:</b> {e(why)}</p>'
+            for why in [incomplete_reasons(findings)]
+            if why
+        ),
+        *(
+            f'<p style="margin:0.3em 0;color:#b25e09"><b>Note:</b> {e(str(note))}</p>'
+            for note in (notes if isinstance(notes, list) else [notes])
+        ),
         '<table style="margin:0.5em 0">',
         *(
             f"<tr><th style='text-align:left;padding-right:1em'>{e(k)}</th>"

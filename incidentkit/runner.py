@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from incidentkit import outputs, stopping
 from incidentkit.errors import NotebookError, ParameterError, exit_code_of
@@ -26,12 +26,17 @@ from incidentkit.findings import Finding, Findings, Provenance, Severity, Verdic
 from incidentkit.flows import FLOWS
 from incidentkit.manifest import (
     AS_OF_ENV,
+    AS_OF_FROM_ENV,
+    STALE_AFTER_ENV,
     did_you_mean,
     env_secrets,
     find_manifest,
     load_manifest,
 )
 from incidentkit.progress import QUIET_ENV
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _notebooks() -> Path:
@@ -289,13 +294,18 @@ def run_flow(
     progress: bool = True,
     environ: Mapping[str, str] | None = None,
     extra_items: Sequence[Finding] = (),
+    as_of_from: str = "",
+    stale_after: pd.Timedelta | None = None,
 ) -> RunResult:
     """Execute ``flow`` against ``evidence``; write notebook, HTML and findings into ``out``.
 
     A non-empty ``as_of`` parameter is also the moment a relative manifest window ends at (the
-    kernel's :data:`~incidentkit.manifest.AS_OF_ENV`). ``extra_items`` (the scheduler's
-    ``run/stale-evidence``) are added to the findings before the report is rendered; any of them
-    that needs action makes the verdict INCOMPLETE_EVIDENCE.
+    kernel's :data:`~incidentkit.manifest.AS_OF_ENV`); ``as_of_from`` (``--as-of``, ``-p
+    as_of``) is where it came from and ``stale_after`` (``--stale-after``)
+    how far it may lie past the evidence's end: the flow's report says the one and judges ages
+    by the other (:data:`~incidentkit.manifest.AS_OF_FROM_ENV`, ``STALE_AFTER_ENV``).
+    ``extra_items`` (the scheduler's ``run/stale-evidence``) are added to the findings before
+    the report is rendered; any of them that needs action makes the verdict INCOMPLETE_EVIDENCE.
 
     Safe to call from several threads at once for different ``out`` folders.
     """
@@ -332,7 +342,12 @@ def run_flow(
     }
     as_of = str(params.get("as_of") or "").strip()
     failure: tuple[int, str] | None = None  # (exit code, message)
-    kernel_env = {QUIET_ENV: "1", **({AS_OF_ENV: as_of} if as_of else {})}  # no bar in a report
+    kernel_env = {QUIET_ENV: "1"}  # no bar in a report
+    if as_of:
+        kernel_env[AS_OF_ENV] = as_of
+        kernel_env.update({AS_OF_FROM_ENV: as_of_from} if as_of_from else {})
+    if stale_after is not None:
+        kernel_env[STALE_AFTER_ENV] = str(stale_after.total_seconds())
     # papermill saves the notebook after every cell: it writes a temporary name, and only a
     # notebook that ran to its end (or to its failing cell) is renamed into place
     try:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from incidentkit.errors import ParameterError
 from incidentkit.findings import Finding, Severity, iso_text
+from incidentkit.flows import common as flows_common
 from incidentkit.manifest import Manifest, Window, parse_duration
 from incidentkit.outputs import exclusive
 from incidentkit.times import utc_timestamp
@@ -24,7 +25,7 @@ STAMP = "%Y-%m-%dT%H%M%SZ"
 """The name of a ``--timestamped`` run's folder: its as_of (else its start) in UTC."""
 LATEST = "latest"
 STALE_ID = "run/stale-evidence"
-STALE_AFTER = pd.Timedelta(hours=1)
+STALE_AFTER = flows_common.STALE_AFTER
 """How far as_of may lie past the evidence's end when the manifest has no window."""
 
 
@@ -99,9 +100,11 @@ def stale_finding(
     stale_after: pd.Timedelta | None = None,
 ) -> Finding | None:
     """``run/stale-evidence`` (WARNING) when ``as_of`` lies past the evidence's ``end`` by more
-    than ``stale_after`` (default: the window's length, else :data:`STALE_AFTER`), or when the
-    window holds no row at all; None when the evidence is fresh."""
-    limit = stale_after or (window.end - window.start if window is not None else STALE_AFTER)
+    than the stale limit (``stale_after``, default the window's length, else
+    :data:`STALE_AFTER`: :func:`~incidentkit.flows.common.stale_limit`), or when the window
+    holds no row at all; None when the evidence is fresh. The flows judge ages at the
+    evidence's end then (:func:`~incidentkit.flows.common.judge`), and the item says so."""
+    limit = flows_common.stale_limit(window, stale_after)
     action = (
         "Check that the exporters still write this incident's evidence (ledger, event log, "
         "spans, logs) and that the manifest points at the current files or tables; until then "
@@ -123,24 +126,18 @@ def stale_finding(
     behind = as_of - end
     if behind <= limit:
         return None
+    span = flows_common.span_text
     return Finding(
         STALE_ID,
         Severity.WARNING,
-        f"the evidence ends {_span(behind)} before as_of",
-        f"The latest row ({frame}, {iso_text(end)}) is {_span(behind)} before as_of "
-        f"{iso_text(as_of)}, more than the {_span(limit)} allowed.",
+        f"the evidence ends {span(behind)} before as_of",
+        f"The latest row ({frame}, {iso_text(end)}) is {span(behind)} before as_of "
+        f"{iso_text(as_of)}, more than the {span(limit)} allowed. Ages (leases, open "
+        "invocations) are judged at the evidence's end, not at as_of: a lease that expired "
+        "after the evidence ended is not counted as an orphan.",
         action,
         ({**base, "evidence_end": end, "frame": frame, "behind_s": behind.total_seconds()},),
     )
-
-
-def _span(delta: pd.Timedelta) -> str:
-    seconds = int(delta.total_seconds())
-    days, rest = divmod(seconds, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, seconds = divmod(rest, 60)
-    parts = [(days, "d"), (hours, "h"), (minutes, "min"), (seconds, "s")]
-    return " ".join(f"{n}{unit}" for n, unit in parts if n) or "0s"
 
 
 def stamped_folder(out: str | os.PathLike[str], at: pd.Timestamp) -> Path:

@@ -9,12 +9,17 @@ import io
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import pytest
 
 from incidentkit.actions import COLUMNS, FORMULA_START, KINDS, actions_command, cell
 from incidentkit.errors import ParameterError
 from incidentkit.flows import orphans
+from incidentkit.flows.orphans.findings import orphan_findings
+from incidentkit.flows.orphans.triage import classify_orphans
+from incidentkit.frames import build, empty
 from incidentkit.runner import failed_findings
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -177,3 +182,131 @@ def test_csv_cells_a_spreadsheet_would_run_start_with_a_quote(formulas: Path) ->
 )
 def test_a_cell_is_quoted_only_when_it_starts_like_a_formula(value: object, written: str) -> None:
     assert cell(value) == written
+
+
+T0 = pd.Timestamp("2026-11-29T03:00:00Z")
+
+
+def _event(session: str, seq: int, author: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "event_id": f"{session}-{seq}",
+        "app_name": "billing",
+        "user_id": "u1",
+        "session_id": session,
+        "invocation_id": f"i-{session}",
+        "seq": seq,
+        "ts": T0 + pd.Timedelta(seconds=seq + 1),
+        "author": author,
+        "long_running_tool_ids": (),
+        **fields,
+    }
+
+
+def _call(session: str, seq: int, call_id: str, tool: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "event_id": f"{session}-{seq}",
+        "session_id": session,
+        "invocation_id": f"i-{session}",
+        "seq": seq,
+        "ts": T0 + pd.Timedelta(seconds=seq + 1),
+        "author": "billing_agent",
+        "call_id": call_id,
+        "name": tool,
+        "args": {"invoiceId": "INV-77"},
+        "args_key": "invoiceId=INV-77",
+        "long_running": False,
+        **fields,
+    }
+
+
+def _run(run_id: str, session: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "app_name": "billing",
+        "user_id": "u1",
+        "session_id": session,
+        "invocation_id": f"i-{session}",
+        "request": {"text": "send the invoice"},
+        "status": "RUNNING",
+        "owner": "worker-a",
+        "lease_until": T0 + pd.Timedelta(minutes=1),
+        "attempts": 1,
+        "started_at": T0,
+        "updated_at": T0,
+        **fields,
+    }
+
+
+@pytest.fixture(scope="module")
+def trapped(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Findings of a crash loop whose unanswered call the journal knows only by call id (the
+    call alone would ask downstream; the run is parked), and of a run paused for approval."""
+    folder = tmp_path_factory.mktemp("trapped")
+    events = [
+        _event("s-loop", 0, "user"),
+        _event("s-loop", 1, "billing_agent", final_response=False),
+        _event("s-wait", 0, "user"),
+        _event("s-wait", 1, "billing_agent", long_running_tool_ids=("lr-1",), final_response=True),
+    ]
+    calls = [
+        _call("s-loop", 1, "c1", "sendInvoice"),
+        _call("s-wait", 1, "lr-1", "approve", long_running=True),
+    ]
+    journal = build(
+        "journal",
+        [
+            {
+                "key": "c1",
+                "invocation_id": "i-s-loop",
+                "function_call_id": "c1",
+                "status": "INTENT",
+                "created_at": T0,
+                "updated_at": T0,
+            }
+        ],
+    )
+    runs = [
+        _run("r-loop", "s-loop", attempts=3),
+        _run("r-wait", "s-wait", status="PAUSED", lease_until=None),
+    ]
+    report = classify_orphans(
+        build("runs", runs),
+        build("events", events),
+        build("calls", calls),
+        empty("responses"),
+        journal,
+        as_of=T0 + pd.Timedelta(minutes=10),
+        terminal_agent="notify_agent",
+        key_templates={"sendInvoice": "send-invoice:{invoiceId}"},
+    )
+    orphan_findings(report, app_name="billing").write(folder / "findings.json")
+    return folder
+
+
+def test_a_run_is_listed_under_its_own_kind_only(trapped: Path) -> None:
+    [parked] = json.loads(actions_command(trapped, kind="PARK", fmt="json"))
+    assert parked["run_id"] == "r-loop" and parked["dead_letter"]["run_id"] == "r-loop"
+    assert parked["proof"] == "findings.json → orphans/tool-unanswered, row 1"
+    assert json.loads(actions_command(trapped, kind="ASK_DOWNSTREAM", fmt="json")) == []
+    [waiting] = json.loads(actions_command(trapped, kind="WAIT", fmt="json"))
+    assert (waiting["run_id"], waiting["orphan_class"]) == ("r-wait", "PAUSED")
+    assert json.loads(actions_command(trapped, kind="REDRIVE", fmt="json")) == []
+    rows = list(csv.DictReader(io.StringIO(actions_command(trapped, kind="PARK", fmt="csv"))))
+    assert [(r["run_id"], r["action_kind"]) for r in rows] == [("r-loop", "PARK")]
+
+
+def test_a_call_row_of_an_older_document_does_not_list_its_run_again(
+    trapped: Path, tmp_path: Path
+) -> None:
+    """Before a call's row carried its run's kind, it carried the call's own; the run row
+    decides."""
+    document = json.loads((trapped / "findings.json").read_text(encoding="utf-8"))
+    for item in document["items"]:
+        for row in item["rows"]:
+            if "call_action_kind" in row:
+                row["action_kind"] = row.pop("call_action_kind")
+    (tmp_path / "findings.json").write_text(json.dumps(document), encoding="utf-8")
+    assert json.loads(actions_command(tmp_path, kind="ASK_DOWNSTREAM", fmt="json")) == []
+    assert [
+        r["run_id"] for r in json.loads(actions_command(tmp_path, kind="PARK", fmt="json"))
+    ] == ["r-loop"]

@@ -225,3 +225,99 @@ def test_inspect_names_the_index_a_baseline_needs_until_it_exists(
 
 def test_inspect_gives_no_index_advice_for_files() -> None:
     assert measure(incidentkit.open_evidence(FIXTURES / "runaway")).indexes == ()
+
+
+# ---------------------------------------------------------------------------- filters
+
+
+def pack_with(tmp_path: Path, source: Path, *lines: str, window: str | None = None) -> Path:
+    """A copy of ``source`` whose manifest gains top-level ``lines`` (and another window)."""
+    import shutil
+
+    pack = tmp_path / "pack"
+    shutil.copytree(source, pack)
+    manifest = pack / "evidence.toml"
+    text = manifest.read_text(encoding="utf-8")
+    if window is not None:
+        text = re.sub(r"(?m)^window = .*$", window, text)
+    head, _, rest = text.partition("\n[")
+    manifest.write_text("\n".join([head, *lines]) + "\n\n[" + rest, encoding="utf-8")
+    return pack
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (
+            'app_name = "invoicng"',
+            r"app_name 'invoicng' matches nothing: 0 runs, 0 events, 0 diagnostics lines of "
+            r"app 'invoicng'; the ledger, the event log and the diagnostics log hold: "
+            r"expenses, invoicing, support, travel: 'invoicng'\. did you mean invoicng → "
+            r"invoicing\? set app_name in the manifest",
+        ),
+        ('sessions = ["s-nowhere"]', r"sessions 's-nowhere' matches nothing: 0 runs, 0 events"),
+        (
+            'invocations = ["e-nowhere"]',
+            r"invocations 'e-nowhere' matches nothing: 0 runs, 0 events, 0 journal entries, "
+            r"0 spans, 0 diagnostics lines of invocation",
+        ),
+    ],
+)
+def test_inspect_refuses_a_filter_the_evidence_never_names(
+    line: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pack = pack_with(tmp_path, FIXTURES / "crash_recovery", line)
+    assert main(["inspect", str(pack)]) == 3
+    said = capsys.readouterr().err
+    assert re.search(message, said), said
+    assert "Traceback" not in said
+
+
+def test_a_window_without_a_row_is_a_warning_not_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    later = 'window = { start = "2026-11-28T02:30:00Z", end = "2026-11-28T03:05:00Z" }'
+    pack = pack_with(tmp_path, FIXTURES / "crash_recovery", 'app_name = "invoicing"', window=later)
+    assert main(["inspect", str(pack)]) == 0  # a quiet night is not an error
+    text = capsys.readouterr().out
+    assert (
+        "  ! the window 2026-11-28T02:30:00.000Z .. 2026-11-28T03:05:00.000Z holds no row of app "
+        "'invoicing' in diagnostics, events, journal, ledger, spans, though the evidence holds "
+        "rows outside it" in text
+    )
+    assert main(["inspect", str(pack), "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert len(notes) == 1 and notes[0].startswith("the window 2026-11-28T02:30:00.000Z")
+    assert measure(incidentkit.open_evidence(FIXTURES / "crash_recovery")).notes == ()
+
+
+def test_a_database_is_asked_for_its_names_not_read_again(
+    sql_pack: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from incidentkit import evidence as evidence_module
+    from incidentkit.coverage import check_filters
+    from incidentkit.errors import ManifestError
+
+    pack, _ = sql_pack
+    manifest = pack / "evidence.toml"
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(text.replace("\n[ledger]", 'app_name = "suport"\n\n[ledger]', 1))
+    reads: list[tuple[str, object]] = []
+    real = evidence_module.loader_for
+
+    def spied(section: str, fmt: str | None = None) -> object:
+        load = real(section, fmt)
+
+        def recorded(spec: object, filters: object, **options: object) -> object:
+            reads.append((section, filters))
+            return load(spec, filters, **options)
+
+        return recorded
+
+    monkeypatch.setattr(evidence_module, "loader_for", spied)
+    with pytest.raises(ManifestError, match=r"did you mean suport → support\?") as refused:
+        check_filters(incidentkit.open_evidence(pack))
+    assert "the ledger, the event log and the diagnostics log hold: " in str(refused.value)
+    unfiltered = [section for section, filters in reads if filters == incidentkit.Filters()]
+    assert unfiltered == ["diagnostics"]  # a file: read whole once, to say what it holds
+    assert {section for section, _ in reads} == {"ledger", "events", "diagnostics"}

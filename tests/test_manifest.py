@@ -156,3 +156,24 @@ def test_bad_manifests_say_what_and_how_to_fix(tmp_path: Path, text: str, messag
 def test_missing_manifest_says_how_to_get_one(tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match="incidentkit simulate"):
         load_manifest(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '[events]\npaths = "x.db"\n',
+            r"paths must be a list of file names, not one text: \'x.db\'\. "
+            r'write paths = \["x.db"\] \(or path = "x.db" for one file\)',
+        ),
+        ('[events]\npath = ["a.jsonl", "b.jsonl"]\n', r'write paths = \["a.jsonl", "b.jsonl"\]'),
+        ("[events]\npaths = []\n", "paths must be a non-empty list"),
+        ('[events]\npaths = ["a.jsonl", 3]\n', "list of file names as text"),
+        ("[events]\npath = 3\n", 'write path = "events.jsonl"'),
+    ],
+)
+def test_path_is_one_text_and_paths_a_list(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ManifestError, match=message):
+        load_manifest(write(tmp_path, text))
+    fixed = load_manifest(write(tmp_path, '[events]\npaths = ["x.db"]\n')).sources["events"]
+    assert fixed.sqlite_path == (tmp_path / "x.db").resolve()

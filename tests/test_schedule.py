@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,13 @@ from incidentkit.cli import build_parser, main
 from incidentkit.errors import ManifestError, ParameterError
 from incidentkit.findings import Finding, Findings, Provenance, Severity, Verdict
 from incidentkit.flows import FLOWS
-from incidentkit.manifest import AS_OF_ENV, Window, parse_manifest
+from incidentkit.manifest import (
+    AS_OF_ENV,
+    AS_OF_FROM_ENV,
+    STALE_AFTER_ENV,
+    Window,
+    parse_manifest,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 HEALTHY = ROOT / "fixtures" / "healthy"
@@ -106,7 +113,7 @@ def test_evidence_ending_long_before_as_of_is_stale() -> None:
     item = schedule.stale_finding(AS_OF, end, "spans", window=fixed)
     assert item is not None and item.id == "run/stale-evidence"
     assert item.severity is Severity.WARNING
-    assert item.title == "the evidence ends 2d 20h 16min before as_of"
+    assert item.title == "the evidence ends 2 d 20 h before as_of"
     [row] = item.rows
     assert row["frame"] == "spans" and row["evidence_end"] == "2026-11-29T09:59:00Z"
     assert row["stale_after_s"] == 3600.0  # the window's length
@@ -262,11 +269,18 @@ def test_a_single_flow_run_judged_long_after_its_evidence_warns(tmp_path: Path) 
     assert os.readlink(tmp_path / "latest") == folder.name
     findings = json.loads((folder / "findings.json").read_text(encoding="utf-8"))
     assert findings["verdict"] == "INCOMPLETE_EVIDENCE"
-    assert findings["evidence"]["as_of"] == "2026-12-02T06:15:00Z"
+    judged = ts(findings["evidence"]["as_of"])  # ages judged at the evidence's end
+    assert ts("2026-11-29T09:30:00Z") < judged <= ts("2026-11-29T10:00:00Z")
+    said = findings["evidence"]["parameters"]["settings_from"]["as_of"]
+    assert said.startswith("the evidence's end: the evidence ends 2 d 20 h before as_of ")
+    assert said.endswith("2026-12-02T06:15:00Z (--as-of); ages judged at its end")
     stale = [item for item in findings["items"] if item["id"] == "run/stale-evidence"]
     assert len(stale) == 1 and stale[0]["severity"] == "WARNING"
+    assert stale[0]["rows"][0]["as_of"] == "2026-12-02T06:15:00Z"
     assert [item for item in findings["items"] if item["severity"] != "INFO"] == stale
-    assert stale[0]["title"] in (folder / "orphans.html").read_text(encoding="utf-8")
+    page = (folder / "orphans.html").read_text(encoding="utf-8")
+    first = page[page.index("ik-summary") :].partition("<table")[0]
+    assert f"<b>Why incomplete:</b> {stale[0]['title']}; ages (leases" in first
 
 
 def doc_commands() -> dict[str, str]:
@@ -331,3 +345,150 @@ def test_scheduled_runs_back_to_back_keep_every_folder_and_point_latest_at_the_l
         assert summary["flows"]["orphans"]["verdict"] == "INCOMPLETE_EVIDENCE"
         assert (out / next(iter(summaries)) / "orphans" / "orphans.html").is_file()
     assert (out / "latest" / "index.html").is_file()
+
+
+# ---------------------------------------------------------------------------- the as_of rule
+
+CRASH = ROOT / "fixtures" / "crash_recovery"
+
+
+def pack_without_window(tmp_path: Path, source: Path = CRASH) -> Path:
+    """A copy of ``source`` whose manifest has no window."""
+    pack = tmp_path / "pack"
+    shutil.copytree(source, pack)
+    manifest = pack / "evidence.toml"
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(re.sub(r"(?m)^window = .*\n", "", text), encoding="utf-8")
+    return pack
+
+
+def test_stale_evidence_is_judged_at_its_end_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from incidentkit.flows.orphans import steps as orphans
+
+    monkeypatch.setenv(AS_OF_FROM_ENV, "--as-of")
+    truth = json.loads((CRASH / "truth.json").read_text(encoding="utf-8"))
+    week_later = "2026-12-06T15:00:00Z"
+    incident, settings = orphans.setup(CRASH, app_name="invoicing", as_of=week_later)
+    report = orphans.sweep(incident, settings)
+    assert len(report.orphans) == len(truth["expected"]["orphans"])  # no lease expired since
+    window_end = ts("2026-11-29T03:05:00Z")
+    assert window_end - pd.Timedelta(minutes=1) < settings["as_of"] < window_end
+    said = settings.sources["as_of"]
+    assert said.startswith("the evidence's end: the evidence ends 7 d 11 h before as_of ")
+    assert "2026-12-06T15:00:00Z (--as-of); ages judged at its end" in said
+    # within the stale limit (the window's 35 min) as_of is judged as given
+    _, near = orphans.setup(CRASH, app_name="invoicing", as_of="2026-11-29T03:20:00Z")
+    assert (near["as_of"], near.sources["as_of"]) == (ts("2026-11-29T03:20:00Z"), "--as-of")
+    monkeypatch.setenv(STALE_AFTER_ENV, "3600")  # --stale-after 1h: the limit the run gives
+    _, longer = orphans.setup(CRASH, app_name="invoicing", as_of="2026-11-29T03:50:00Z")
+    assert longer["as_of"] == ts("2026-11-29T03:50:00Z")
+
+
+def test_every_flow_takes_the_same_default_as_of(tmp_path: Path) -> None:
+    from incidentkit.flows.latency_cliff import steps as latency
+    from incidentkit.flows.orphans import steps as orphans
+    from incidentkit.flows.overview import steps as overview
+    from incidentkit.flows.runaway import steps as runaway
+
+    with_window = {
+        flow.FLOW: flow.setup(CRASH, app_name="invoicing")[1]
+        for flow in (orphans, latency, runaway, overview)
+    }
+    for settings in with_window.values():
+        assert settings["as_of"] == ts("2026-11-29T03:05:00Z")
+        assert settings.sources["as_of"] == "the window's end"
+    pack = pack_without_window(tmp_path)  # no window: the evidence's last record, not the clock
+    found = {
+        flow.FLOW: flow.setup(pack, app_name="invoicing")[1]
+        for flow in (orphans, latency, runaway, overview)
+    }
+    for settings in found.values():
+        assert settings.sources["as_of"] == "the evidence's end (no window)"
+        assert ts("2026-11-29T02:30:00Z") < settings["as_of"] < ts("2026-11-30T00:00:00Z")
+
+
+def test_an_empty_evidence_without_a_window_asks_for_as_of(tmp_path: Path) -> None:
+    from incidentkit.evidence import Evidence
+    from incidentkit.flows.common import judge
+    from incidentkit.manifest import load_manifest
+
+    (tmp_path / "evidence.toml").write_text('[ledger]\npath = "ledger.csv"\n')
+    evidence = Evidence(load_manifest(tmp_path))  # its one source cannot be read: no row
+    with pytest.raises(ParameterError, match=r"as_of is empty.*--as-of now"):
+        judge("orphans", evidence, "")
+
+
+@pytest.mark.parametrize(
+    ("behind", "text"),
+    [
+        (pd.Timedelta(days=7, hours=12, minutes=5), "7 d 12 h"),
+        (pd.Timedelta(hours=2, seconds=4), "2 h"),
+        (pd.Timedelta(minutes=5, seconds=3), "5 min 3 s"),
+        (pd.Timedelta(seconds=0.4), "0 s"),
+    ],
+)
+def test_a_span_reads_in_its_two_largest_units(behind: pd.Timedelta, text: str) -> None:
+    from incidentkit.flows.common import span_text
+
+    assert span_text(behind) == text
+
+
+def test_the_first_screen_says_why_the_verdict_is_incomplete() -> None:
+    from incidentkit.report import summary_html
+
+    stale = schedule.stale_finding(
+        ts("2026-12-06T15:00:00Z"),
+        ts("2026-11-29T03:04:59Z"),
+        "runs",
+        window=Window(ts("2026-11-29T02:30:00Z"), ts("2026-11-29T03:05:00Z")),
+    )
+    assert stale is not None and stale.title == "the evidence ends 7 d 11 h before as_of"
+    origin = "the evidence's end: the evidence ends 7 d 11 h before as_of <b>x</b> (--as-of)"
+    provenance = Provenance(
+        as_of="2026-11-29T03:04:59Z",
+        parameters={
+            "settings_from": {"as_of": origin},
+            "evidence_notes": ["the window holds no row of app '<i>shop</i>'"],
+        },
+    )
+    found = runner.with_items(
+        Findings("orphans", Verdict.ACTION_NEEDED, {"orphans": 10}, (), provenance), [stale]
+    )
+    page = summary_html(found)
+    first, _, _ = page.partition("<table")  # above the facts: the verdict, why, the notes
+    assert "INCOMPLETE_EVIDENCE" in first
+    assert (
+        "<b>Why incomplete:</b> the evidence ends 7 d 11 h before as_of; ages (leases, open "
+        "invocations) judged at its end, 2026-11-29T03:04:59Z" in first
+    )
+    assert "the window holds no row of app &#x27;&lt;i&gt;shop&lt;/i&gt;&#x27;" in first
+    assert "2026-11-29T03:04:59Z (the evidence&#x27;s end: the evidence ends 7 d 11 h" in page
+    assert "&lt;b&gt;x&lt;/b&gt;" in page and "<b>x</b>" not in page
+
+
+@pytest.mark.notebook
+def test_run_all_without_a_window_agrees_on_as_of_and_takes_the_session_s_app(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pack = pack_without_window(tmp_path)
+    runs = pd.read_csv(pack / "ledger.csv")
+    session = str(runs.loc[runs["app_name"].eq("invoicing"), "session_id"].iloc[0])
+    known = ("orphans", "latency_cliff", "runaway", "vanished_state", "session")
+    monkeypatch.setattr(batch, "FLOWS", {name: FLOWS[name] for name in known})
+    out = tmp_path / "out"
+    argv = ["run", "all", "--evidence", str(pack), "--out", str(out), "--quiet"]
+    code = main([*argv, "-p", "session_id", session])
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert set(summary["flows"]) == set(known)  # none skipped, none refused
+    assert code == summary["exit_code"] in (0, 1, 2)
+    for name, flow in summary["flows"].items():
+        assert flow["exit_code"] in (0, 1, 2), (name, flow["error"])
+        assert flow["parameters"]["app_name"] == "invoicing"  # the session's app
+        findings = Findings.read(out / flow["findings"])
+        assert findings.evidence.parameters["app_name"] == "invoicing"
+        origin = findings.evidence.parameters["settings_from"]["as_of"]
+        assert origin == "the evidence's end (no window)", (name, origin)
+    typo = session[:-1] + ("x" if not session.endswith("x") else "y")
+    assert main([*argv, "-p", "session_id", typo]) == 3  # a session the evidence never names
+    refused = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert f"did you mean {typo} → {session}?" in refused["error"]

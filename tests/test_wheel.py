@@ -11,6 +11,7 @@ then run from a folder outside the checkout.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -24,9 +25,21 @@ ROOT = Path(__file__).resolve().parent.parent
 PACK = ROOT / "fixtures" / "crash_recovery"
 
 
+DATA = Path(sysconfig.get_path("data")) / "share" / "jupyter"
+"""The test environment's Jupyter data (nbconvert's templates): a ``.pth`` line lends the venv
+the dependencies' code, not their data files, which a real install puts in the venv."""
+
+
 def _run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "JUPYTER_PATH": str(DATA)}
     return subprocess.run(
-        [str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=600, check=False
+        [str(a) for a in args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
 
 
@@ -76,6 +89,7 @@ def test_a_flow_runs_and_new_writes_a_notebook_from_the_wheel(
         "--quiet", "-p", "app_name", "invoicing", cwd=tmp_path,
     )  # fmt: skip
     assert ran.returncode == 1, ran.stdout + ran.stderr  # action needed: the crash's orphans
+    assert (tmp_path / "out" / "orphans.html").is_file()
     findings = json.loads((tmp_path / "out" / "findings.json").read_text())
     assert findings["verdict"] == "ACTION_NEEDED"
     assert findings["evidence"]["parameters"]["app_name"] == "invoicing"

@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from incidentkit.coverage import require_named
 from incidentkit.errors import ParameterError
 from incidentkit.evidence import Evidence
 from incidentkit.flows.common import begin, opened, up_to
-from incidentkit.flows.vanished_state.state import SessionRef, resolve_session
 from incidentkit.frames import empty
 from incidentkit.manifest import EARLIEST, Filters, Window
+
+if TYPE_CHECKING:  # the flow's package imports this module: its state is imported when used
+    from incidentkit.flows.vanished_state.state import SessionRef
 
 
 def open_session(
@@ -27,13 +30,12 @@ def open_session(
     as_of: Any = "",
 ) -> tuple[Evidence, SessionRef, dict[str, Any], dict[str, str]]:
     """The incident narrowed to the session's app (its window up to ``as_of``: the manifest's
-    window end, else now); the session; the values so far (``as_of``, ``session_id``,
-    ``user_id``) and where each came from."""
+    window end, else the evidence's last record: :func:`~incidentkit.flows.common.judge`);
+    the session; the values so far (``as_of``, ``session_id``, ``user_id``) and where each
+    came from."""
     incident = opened(flow, evidence)
     ref = find_session(incident, session_id, app_name=app_name, user_id=user_id)
-    incident, _, values, sources = begin(
-        flow, incident, app_name=ref.app_name, as_of=as_of, now_without_window=True
-    )
+    incident, _, values, sources = begin(flow, incident, app_name=ref.app_name, as_of=as_of)
     if not (app_name and app_name.strip()):
         sources["app_name"] = "the session's events"
     incident = up_to(incident, values["as_of"])
@@ -67,6 +69,8 @@ def find_session(
 ) -> SessionRef:
     """The session ``session_id`` names, read from the event log and the stored state of that
     session alone (no window: it may have started before the incident), else the ledger."""
+    from incidentkit.flows.vanished_state.state import resolve_session
+
     if not isinstance(session_id, str) or not session_id.strip():
         return resolve_session(empty("events"), empty("session_state"), str(session_id or ""))
     if not evidence.has("events"):
@@ -81,7 +85,15 @@ def find_session(
     if events.empty and stored.empty and probe.has("ledger"):
         runs = probe.runs
         events = empty("events") if runs.empty else runs[["app_name", "user_id", "session_id"]]
-    if events.empty and stored.empty:  # unknown: read everything, to name the sessions held
+    if events.empty and stored.empty:  # named nowhere: the sessions held, the closest one
+        require_named(
+            probe,
+            "session_id",
+            [session_id.strip()],
+            fix="give -p session_id with a session the evidence holds (incidentkit session "
+            "--help; the ledger's and the event log's session_id column)",
+        )
+    if events.empty and stored.empty:  # named, but not in the events: read them all
         every = evidence.narrowed(Filters())
         events, stored = every.frame("events"), every.frame("session_state")
     return resolve_session(events, stored, session_id, app_name=app_name, user_id=user_id)

@@ -4,7 +4,8 @@ Text lines carry a log prefix (ISO 8601 time, level, optional ``[thread]``, logg
 message; stack-trace lines that follow a record are appended to its ``message``. JSON lines
 (logstash / ECS style) carry the same message, and may carry the ids as fields. Lines from
 other loggers are kept with ``kind = "other"``. ``app_name``, ``user_id`` and ``session_id``
-are copied from an invocation's ``run.start`` to its other lines.
+are copied from an invocation's ``run.start`` to its other lines. A plugin key written without
+its value (``user session=s-2``) leaves its field missing, with a warning naming the line.
 """
 
 from __future__ import annotations
@@ -88,6 +89,12 @@ _SEP = "\x1e"  # record separator while joining stack lines to their record
 # _SEP, or one key=value pair at the start of a line or after whitespace (_SEP is whitespace)
 _PAIR_SCAN = re.compile(r"(\x1e)|(?<!\S)(\w+)=(\S*)")
 _PAIR_KEYS = frozenset(key for keys in _KEYS.values() for key in keys)
+_KEY_WORDS = "|".join(sorted(_PAIR_KEYS, key=lambda k: (-len(k), k)))
+_BARE_KEY = re.compile(rf"(?<!\S)({_KEY_WORDS})(?=\s+(?:\w+=|(?:{_KEY_WORDS})(?!\S))|\s*$)")
+"""A key of ``_KEYS`` standing alone among the pairs (``user session=s-2``: followed by a pair
+or another key, or last on the line): its ``=value`` is lost. Prose (``llm calls limit``) is
+not a key."""
+_COLUMN_OF = {key: col for col, keys in _KEYS.items() for key in keys}
 
 
 def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | None = None) -> Loaded:
@@ -218,7 +225,8 @@ def _fields(rows: pd.DataFrame, sink: RejectSink, *, naive: Naive) -> pd.DataFra
     given = rows.get("kind", pd.Series(np.nan, index=rows.index))
     kind = given.where(given.isin(KINDS), word).where(lambda k: k.isin(KINDS), OTHER)
     out = rows.assign(kind=kind)
-    given_pairs = _pairs(head.where(kind.ne(OTHER), ""))
+    plugin_head = head.where(kind.ne(OTHER), "")
+    given_pairs = _pairs(plugin_head)
     for col, keys in _KEYS.items():
         found = pd.Series(np.nan, index=rows.index, dtype=object)
         for key in reversed(keys):
@@ -246,6 +254,7 @@ def _fields(rows: pd.DataFrame, sink: RejectSink, *, naive: Naive) -> pd.DataFra
     cut = reasons.notna() & rows["truncated"].astype(bool)
     reasons[cut] = "truncated last line: " + reasons[cut].astype("str")
     sink.add_many(rows["location"], reasons, rows["line"])
+    _warn_bare_keys(plugin_head.loc[reasons.isna()], out, rows, sink)
     out = out.loc[reasons.isna()]
     level = out["level"].astype("str").str.upper()
     out["level"] = level.replace({"WARNING": "WARN"})
@@ -273,6 +282,30 @@ def _pairs(head: pd.Series) -> pd.DataFrame:
             column[line[first]] = values[first]
             out[key] = column
     return out
+
+
+def _warn_bare_keys(
+    head: pd.Series, out: pd.DataFrame, rows: pd.DataFrame, sink: RejectSink
+) -> None:
+    """Warn of each key written without its value (``user session=s-2``) whose column the
+    line leaves empty: the line is kept, the field is missing, and the warning says so."""
+    found = head.str.extractall(_BARE_KEY)
+    if found.empty:
+        return
+    line = found.index.get_level_values(0)
+    keys = found[0].astype(str).to_numpy()
+    columns = [_COLUMN_OF[key] for key in keys]
+    named = out[sorted(set(columns))]
+    values = named.to_numpy(dtype=object)[
+        named.index.get_indexer(line), named.columns.get_indexer(pd.Index(columns))
+    ]
+    lost = pd.isna(values)
+    where, raw = rows["location"].loc[line[lost]], rows["line"].loc[line[lost]]
+    for location, text, key, col in zip(
+        where, raw, keys[lost], np.array(columns, dtype=object)[lost], strict=True
+    ):
+        reason = f"{key} has no =value (write {key}=VALUE): {col} is read as missing"
+        sink.warn(str(location), reason, text)
 
 
 _PLAIN = ("string", "empty", "integer", "floating", "mixed-integer-float")

@@ -1,9 +1,10 @@
 """The side-effect journal (``tool_journal``): a SQL table, CSV or JSON lines → ``journal``.
 
 Every column of the frame must exist in the source except ``function_call_id`` and ``result``;
-map other names with the manifest's ``columns`` table. A row is rejected when it lacks key,
-status, created_at or updated_at, when a timestamp is unreadable or (in files) has no UTC
-offset, when result is not JSON, when its status is not INTENT or DONE, or when its key
+map other names with the manifest's ``columns`` table. A row is rejected when it lacks a column
+``tool_journal`` declares NOT NULL (key, invocation_id, status, created_at, updated_at; an
+empty function_call_id is its "no call id"), when a timestamp is unreadable or (in files) has
+no UTC offset, when result is not JSON, when its status is not INTENT or DONE, or when its key
 repeats (the row updated last is kept). The window keeps entries active in it: created before
 its end and updated after its start, or still INTENT. Entries for a business key written
 outside the window are not read: widen the window before concluding a key has no entry.
@@ -25,7 +26,7 @@ LAYOUT = Layout(
     table="tool_journal",
     key="key",
     optional=("function_call_id", "result"),
-    not_null=("key", "status", "created_at", "updated_at"),
+    not_null=("key", "invocation_id", "status", "created_at", "updated_at"),
     times=("created_at", "updated_at"),
     json=("result",),
     ints=(),

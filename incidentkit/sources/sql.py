@@ -406,6 +406,28 @@ def require_rows(conn: Connection, table: TableInfo, *, what: str) -> None:
         )
 
 
+def distinct_values(
+    conn: Connection, table: TableInfo, name: str, *, limit: int = 200
+) -> tuple[list[str], bool]:
+    """What a filter on column ``name`` of ``table`` could name: its distinct values (nulls
+    left out) as text, sorted, at most ``limit``; and whether that is all of them. One
+    read-only ``SELECT DISTINCT``, no value from input in it."""
+    col = column(table.clause, name)
+    statement = sa.select(col).where(col.is_not(None)).distinct().order_by(col).limit(limit + 1)
+    with decoded(conn, what=f"the values of {table.name}.{name}"):
+        found = [str(row[0]) for row in conn.execute(statement)]
+    return found[:limit], len(found) <= limit
+
+
+def holds_value(conn: Connection, table: TableInfo, name: str, value: str) -> bool:
+    """Whether some row of ``table`` has ``value`` in column ``name`` (the value bound)."""
+    col = column(table.clause, name)
+    probe = sa.select(sa.literal(1)).select_from(table.clause)
+    probe = probe.where(col == sa.bindparam("value", value)).limit(1)
+    with decoded(conn, what=f"the values of {table.name}.{name}"):
+        return conn.execute(probe).first() is not None
+
+
 def column(table: sa.TableClause, name: str) -> sa.ColumnClause[Any]:
     """The column ``name`` of ``table``; only real columns (checked by require_table) exist."""
     found: sa.ColumnClause[Any] = table.c[name]

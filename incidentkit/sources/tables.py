@@ -17,7 +17,7 @@ from __future__ import annotations
 import csv
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,9 @@ class Layout:
     window: tuple[str, str]
     filters: sql.Predicates
     order: tuple[str, ...]
+    warn_null: Mapping[str, str] = field(default_factory=dict)
+    """NOT NULL columns whose absence leaves the row usable: kept, with a warning saying what
+    it cannot tell (column → that consequence)."""
 
     @property
     def columns(self) -> list[str]:
@@ -102,12 +105,30 @@ def load_table(
         for location, reason, row in zip(where[bad], reasons[bad], rejected, strict=True):
             sink.add(location, reason, canonical_json(row))
         good = frame[~bad]
+    _warn_missing(layout, raw[~bad], where[~bad], sink, table=spec.table or layout.table)
     if not _ordered(good, layout.order):  # a database hands its rows over mostly in order
         good = good.sort_values(list(layout.order), kind="stable", na_position="last")
     return Loaded(
         frames={layout.frame: conform(layout.frame, good.reset_index(drop=True))},
         rejects=sink.frame(),
+        warnings=sink.warnings(),
     )
+
+
+def _warn_missing(
+    layout: Layout, raw: pd.DataFrame, where: pd.Series, sink: RejectSink, *, table: str
+) -> None:
+    """A warning per kept row that lacks a :attr:`Layout.warn_null` column."""
+    for col, consequence in layout.warn_null.items():
+        missing = raw[col].isna()
+        if not missing.any():
+            continue
+        shown = raw[missing].astype(object)
+        reason = f"missing {col} (NOT NULL in {table}): {consequence}"
+        for location, row in zip(
+            where[missing], shown.where(shown.notna(), None).to_dict("records"), strict=True
+        ):
+            sink.warn(str(location), reason, canonical_json(row))
 
 
 def _blank_is_missing(raw: pd.DataFrame) -> pd.DataFrame:

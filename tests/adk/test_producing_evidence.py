@@ -309,12 +309,6 @@ def test_the_paused_run_waits(seen: Seen) -> None:
     assert not finished & set(disagreements["run_id"]), disagreements.to_string()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ADK Python 2.x stores an error event (error_code, no content) when a tool or the "
-    "model raises; the events frame counts it as a final response, so the orphans flow calls "
-    "a FAILED run's last event 'the terminal agent's final response' (ACTUALLY_DONE)",
-)
 def test_a_run_that_failed_is_not_actually_done(seen: Seen) -> None:
     failed = {seen.run(name)["run_id"] for name in ("failed", "model_failed")}
     disagreements = seen.report.status_disagreements

@@ -262,7 +262,7 @@ def test_hostile_run_parameters_commit_nothing(evidence_db: str, tmp_path: Path)
     # The payload was bound as a value: the ledger was read for that app and matched nothing.
     assert done.returncode == 3, done.stderr
     executed = (out / "orphans.ipynb").read_text(encoding="utf-8")
-    assert "0 of 1 ledger runs are of app" in executed
+    assert "matches nothing: 0 runs, 0 events of app" in executed
     meta = json.loads(executed)["metadata"]["papermill"]["parameters"]
     assert meta["app_name"] == ISSUE_PAYLOAD
 

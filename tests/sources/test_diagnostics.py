@@ -276,3 +276,28 @@ def test_a_record_separator_inside_a_message_separates_pairs() -> None:
     assert got[["invocation_id", "ms", "outcome"]].to_dict("records") == [
         {"invocation_id": "e-3", "ms": 7, "outcome": "ok"}
     ]
+
+
+def test_a_key_without_its_value_is_a_warning_naming_the_line(tmp_path: Path) -> None:
+    prefix = "2026-11-29T03:10:0{}.000Z INFO  c.e.agent.DiagnosticsPlugin - "
+    lines = [
+        prefix.format(0) + "run.start inv=e-1 app=a1 user session=s-2",
+        prefix.format(1) + "run.end inv=e-1 outcome=ok ms=5 llmCalls",
+        prefix.format(2) + "run.error inv=e-1 Max number of llm calls limit of 500 exceeded",
+        "2026-11-29T03:10:03.000Z INFO  c.e.app.Other - user session logged in",
+    ]
+    (tmp_path / "bare.log").write_text("\n".join(lines) + "\n")
+    spec = SourceSpec("diagnostics", paths=(tmp_path / "bare.log",))
+    loaded = diagnostics.load(spec, Filters())
+    assert loaded.rejects.empty  # the lines are still usable
+    got = loaded.frames["diagnostics"]
+    assert got["session_id"].tolist()[:2] == ["s-2", "s-2"]
+    assert got["user_id"].isna().all() and got["llm_calls"].isna().all()
+    assert loaded.warnings[["location", "reason"]].values.tolist() == [
+        ["bare.log:1", "user has no =value (write user=VALUE): user_id is read as missing"],
+        [
+            "bare.log:2",
+            "llmCalls has no =value (write llmCalls=VALUE): llm_calls is read as missing",
+        ],
+    ]  # prose ("llm calls limit") and other loggers' lines are not keys
+    assert loaded.warnings["raw"].tolist() == lines[:2]

@@ -101,3 +101,19 @@ def test_every_bad_row_is_rejected_with_its_line() -> None:
         ("bad.csv:8", "missing updated_at"),
     ]  # fmt: skip
     assert set(loaded.rejects["source"]) == {"journal"}
+
+
+def test_a_null_invocation_id_is_a_reject_not_a_good_row(tmp_path: Path) -> None:
+    # tool_journal declares invocation_id NOT NULL; "" is function_call_id's "no call id"
+    good = {"key": "k-1", "invocation_id": "e-1", "function_call_id": "", "status": "DONE"}
+    good |= {"result": None, "created_at": "2026-11-29T03:00:00Z"}
+    good |= {"updated_at": "2026-11-29T03:00:00Z"}
+    absent = {k: v for k, v in good.items() if k != "invocation_id"} | {"key": "k-3"}
+    lines = [good, {**good, "key": "k-2", "invocation_id": None}, absent]
+    (tmp_path / "journal.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    loaded = journal.load(SourceSpec("journal", paths=(tmp_path / "journal.jsonl",)), Filters())
+    assert loaded.frames["journal"]["key"].tolist() == ["k-1"]
+    assert loaded.rejects[["location", "reason"]].values.tolist() == [
+        ["journal.jsonl:2", "missing invocation_id"],
+        ["journal.jsonl:3", "missing invocation_id"],
+    ]

@@ -235,3 +235,68 @@ def test_huge_and_infinite_attempts_are_rejects_not_wrapped_numbers(tmp_path: Pa
         "attempts is not a 64-bit integer: inf",
     ]
     assert (loaded.frames["runs"]["attempts"] >= 0).all()
+
+
+NOT_NULL_HEADER = (
+    "run_id,app_name,user_id,session_id,invocation_id,request,status,owner,lease_until,"
+    "attempts,started_at,updated_at"
+)
+AT = "2026-11-29T03:00:00Z"
+
+
+def test_every_not_null_column_of_agent_run_is_checked_in_files(tmp_path: Path) -> None:
+    # agent_run declares app_name, user_id, session_id and request NOT NULL too
+    rows = [
+        f"r-ok,billing,u,s,e,{{}},DONE,,,0,{AT},{AT}",
+        f"r-app,,u,s,e,{{}},DONE,,,0,{AT},{AT}",
+        f"r-user,billing,,s,e,{{}},DONE,,,0,{AT},{AT}",
+        f"r-session,billing,u,,e,{{}},DONE,,,0,{AT},{AT}",
+        f"r-request,billing,u,s,e,,DONE,,,0,{AT},{AT}",
+        f"r-no-inv,billing,u,s,,{{}},DONE,,,0,{AT},{AT}",  # invocation_id may be null
+    ]
+    (tmp_path / "runs.csv").write_text("\n".join([NOT_NULL_HEADER, *rows]) + "\n")
+    loaded = ledger.load(SourceSpec("ledger", paths=(tmp_path / "runs.csv",)), Filters())
+    assert sorted(loaded.frames["runs"]["run_id"]) == ["r-no-inv", "r-ok", "r-request"]
+    assert rejects_of(loaded) == [
+        ("runs.csv:3", "missing app_name"),
+        ("runs.csv:4", "missing user_id"),
+        ("runs.csv:5", "missing session_id"),
+    ]
+    assert loaded.warnings[["location", "reason"]].values.tolist() == [
+        [
+            "runs.csv:6",
+            "missing request (NOT NULL in agent_run): the run cannot be replayed from the ledger",
+        ]
+    ]
+
+
+@pytest.mark.parametrize(
+    "url_of", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+)
+def test_not_null_columns_are_checked_in_a_table_without_the_constraints(
+    url_of: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    import sqlalchemy as sa
+
+    url = (
+        f"sqlite:///{tmp_path / 'ledger.db'}"
+        if url_of == "sqlite"
+        else request.getfixturevalue("pg_url")
+    )
+    columns = NOT_NULL_HEADER.replace(",", " text, ") + " text"  # an export without NOT NULL
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE TABLE agent_run ({columns})"))
+        conn.execute(
+            sa.text(
+                "INSERT INTO agent_run VALUES "
+                f"('r-ok', 'billing', 'u', 's', 'e', '{{}}', 'DONE', NULL, NULL, '0', '{AT}', "
+                f"'{AT}'),"
+                f"('r-null-session', 'billing', 'u', NULL, 'e', '{{}}', 'DONE', NULL, NULL, '0', "
+                f"'{AT}', '{AT}')"
+            )
+        )
+    engine.dispose()
+    loaded = ledger.load(SourceSpec("ledger", url_ref=url), Filters())
+    assert loaded.frames["runs"]["run_id"].tolist() == ["r-ok"]
+    assert rejects_of(loaded) == [("agent_run:r-null-session", "missing session_id")]

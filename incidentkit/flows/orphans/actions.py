@@ -172,6 +172,12 @@ _RUN_WORDS: Mapping[str, tuple[Action, str]] = {
         "Re-drive from the ledger: replay the stored request in session {session}; its user "
         "message was never stored (W1).",
     ),
+    "model_error": (
+        Action.REDRIVE,
+        "Re-drive: start a new invocation in session {session} with a continuation message; "
+        "the run's last step failed with {error} and its worker died before recording it (if "
+        "the re-drive fails the same way, park it).",
+    ),
     "model": (
         Action.REDRIVE,
         "Re-drive: start a new invocation in session {session} with a continuation message; "
@@ -204,12 +210,15 @@ _REASONS: Mapping[str, str] = {
     "paused": "last event #{seq} by {author} carries long-running call id(s) {lr}",
     "done": "last event #{seq} is the final response of terminal agent {author}",
     "tool": "unanswered after last event #{seq} by {author}: {summary}",
+    "error": "last event #{seq} by {author} is an error ({error}), not an answer; every call "
+    "is answered",
     "sub_final": "last event #{seq} is a final text by {author}, which is not the terminal "
     "agent; every call is answered, so a model call was in flight",
     "model": "last event #{seq} by {author} is not a final response; every call is answered, "
     "so a model call was in flight",
 }
 _RECOVERED = "; invocation id {inv} recovered from the user event #{rseq} at {rts}"
+_ERRED = "; the last event is an error ({error}), not an answer"
 
 
 def run_actions(runs_x: pd.DataFrame, calls_v: pd.DataFrame, cap: int) -> pd.DataFrame:
@@ -250,7 +259,9 @@ def run_actions(runs_x: pd.DataFrame, calls_v: pd.DataFrame, cap: int) -> pd.Dat
         "started": time_text(out["started_at"]),
         "rseq": int_text(out["recovered_seq"]),
         "rts": time_text(out["recovered_ts"]),
+        "error": text(out["last_error"]),
     }
+    erred = out["last_error"].notna()
     no_session = out["sk"] < 0
     reason_when = [
         is_(OrphanClass.NOT_STARTED) & no_session,
@@ -260,11 +271,13 @@ def run_actions(runs_x: pd.DataFrame, calls_v: pd.DataFrame, cap: int) -> pd.Dat
         is_(OrphanClass.PAUSED),
         is_(OrphanClass.ACTUALLY_DONE),
         is_(OrphanClass.TOOL_UNANSWERED),
+        erred,
         out["last_final"].eq(True),
     ]
     words = list(_REASONS.values())
     reason = fill_first(idx, list(zip(reason_when, words[:-1], strict=True)), fields, words[-1])
     reason += fill_first(idx, [(out["invocation_source"] == "user_event", _RECOVERED)], fields)
+    reason += fill_first(idx, [(erred & is_(OrphanClass.TOOL_UNANSWERED), _ERRED)], fields)
     fields["reason"] = reason.astype(STR)
     paused = status == RunStatus.PAUSED
     rules = {
@@ -277,6 +290,7 @@ def run_actions(runs_x: pd.DataFrame, calls_v: pd.DataFrame, cap: int) -> pd.Dat
         "paused_odd": paused,
         "no_session": is_(OrphanClass.NOT_STARTED) & no_session,
         "not_started": is_(OrphanClass.NOT_STARTED),
+        "model_error": is_(OrphanClass.MODEL_INFLIGHT) & erred,
         "model": is_(OrphanClass.MODEL_INFLIGHT),
         "tool_hold": is_(OrphanClass.TOOL_UNANSWERED) & (worst_rank <= 2),
         "tool_go": is_(OrphanClass.TOOL_UNANSWERED),

@@ -30,20 +30,21 @@ class Log(NamedTuple):
     """The events frame prepared once for every lookup (see :func:`read_log`)."""
 
     events: pd.DataFrame
-    """Positional copy of the events' invocation_id, seq, ts, author, final_response, plus
-    ``sk`` (session code) and ``lr_n`` (how many long-running call ids the event carries)."""
+    """Positional copy of the events' invocation_id, seq, ts, author, final_response,
+    error_code, plus ``sk`` (session code) and ``lr_n`` (how many long-running call ids the
+    event carries)."""
     sessions: pd.DataFrame
     """app_name, user_id, session_id and ``sk`` of each session."""
     invocations: pd.DataFrame
     """One row per (sk, invocation_id): n_events, any_lr and its last event's seq, ts, author,
-    final flag, lr_n and long-running ids."""
+    final flag, error code, lr_n and long-running ids."""
 
 
 def read_log(events: pd.DataFrame) -> Log:
     """Session codes for ``events``, the sessions, and every invocation with its tail."""
     skeys = ["app_name", "user_id", "session_id"]
     sk = events.groupby(skeys, dropna=False, sort=False).ngroup().to_numpy(dtype=np.int64)
-    cols = ["invocation_id", "seq", "ts", "author", "final_response"]
+    cols = ["invocation_id", "seq", "ts", "author", "final_response", "error_code"]
     ev = events[cols].reset_index(drop=True)
     ev["sk"] = sk
     sizes = pd.to_numeric(events["long_running_tool_ids"].str.len(), errors="coerce")
@@ -62,6 +63,7 @@ def read_log(events: pd.DataFrame) -> Log:
     agg["last_ts"] = tail["ts"].reset_index(drop=True)
     agg["last_author"] = tail["author"].reset_index(drop=True)
     agg["last_final"] = tail["final_response"].to_numpy(dtype=bool)
+    agg["last_error"] = tail["error_code"].reset_index(drop=True).astype(STR)
     agg["last_lr_n"] = tail["lr_n"].to_numpy()
     lr_ids = events["long_running_tool_ids"].to_numpy(dtype=object)
     agg["long_running_ids"] = lr_ids[agg["last"].to_numpy(dtype=np.int64)]
@@ -139,13 +141,26 @@ def unanswered(located: pd.DataFrame, calls: pd.DataFrame, is_answered: np.ndarr
     return open_.sort_values(["row", "seq", "cidx"]).reset_index(drop=True)
 
 
+def answers(final: pd.Series, error_code: pd.Series) -> pd.Series:
+    """Which events answer the user: a final response (ADK's rule) that carries no error code.
+
+    ADK counts an error event as final (Python stores one, with no content, when a tool or the
+    model raises; Java copies a model error onto its event): the invocation ends there, but
+    nobody was answered, so a run whose last event is an error is not done.
+    """
+    return final.eq(True) & error_code.isna()
+
+
 def classify(
     located: pd.DataFrame, unanswered: pd.DataFrame, terminal: tuple[str, ...]
 ) -> pd.DataFrame:
-    """The seed's classify(), in its order, for every located run (joined to its invocation)."""
+    """The seed's classify(), in its order, for every located run (joined to its invocation).
+
+    ACTUALLY_DONE asks for the terminal agent's answer (:func:`answers`), not any final event.
+    """
     out = located.copy()
     inv_missing = out["invocation_id"].isna()
-    final = out["last_final"].eq(True) & out["last_author"].isin(terminal)
+    final = answers(out["last_final"], out["last_error"]) & out["last_author"].isin(terminal)
     checks = [
         (out["sk"] < 0, OrphanClass.NOT_STARTED),
         (inv_missing & out["started_at"].isna(), OrphanClass.UNKNOWN),

@@ -19,6 +19,17 @@ from incidentkit.findings import (
 )
 from incidentkit.flows.orphans.triage import Action, JournalVerdict, OrphanReport
 
+NAMED = 3
+"""How many run ids (business keys, for duplicate effects) a finding's title names; the rest
+are counted ("and 2 more")."""
+_NAME_CHARS = 64
+"""An id longer than this is cut, with an ellipsis, in a title."""
+_NAMED_BY: Mapping[str, tuple[str, str]] = {
+    "orphans/call-id-journal": ("run_id", "in run(s) "),
+    "orphans/duplicate-effects": ("business_key", ""),
+}
+"""The column that names what a finding is about, and the words before the names, where it is
+not the rows' ``run_id``."""
 _RUN_ROW = ["run_id", "session_id", "invocation_id", "orphan_class", "action_kind"]
 _RUN_ROW += ["unanswered_calls", "journal_verdict", "action", "reason", "owner", "attempts"]
 _RUN_ROW += ["lease_until"]
@@ -162,7 +173,7 @@ def orphan_findings(
         Finding(
             fid,
             severity,
-            f"{len(frame)} {what}",
+            f"{len(frame)} {what}{_names(fid, frame)}",
             detail,
             action,
             rows_of(frame, columns, limit=row_limit),
@@ -212,3 +223,21 @@ def orphan_findings(
     }
     provenance = Provenance(title, window, iso_text(report.as_of), parameters)
     return Findings("orphans", verdict, summary, tuple(items), provenance)
+
+
+def _named(values: pd.Series, limit: int = NAMED) -> str:
+    """The first ``limit`` distinct values, in order, joined for a title ("a, b, c and 2
+    more"); "" when there are none."""
+    ids = list(dict.fromkeys(str(v) for v in values.dropna()))
+    cut = [v if len(v) <= _NAME_CHARS else v[: _NAME_CHARS - 1] + "…" for v in ids[:limit]]
+    more = len(ids) - len(cut)
+    return ", ".join(cut) + (f" and {more} more" if more > 0 else "")
+
+
+def _names(fid: str, frame: pd.DataFrame) -> str:
+    """What a finding's title adds after its count: the runs (or keys) behind it."""
+    column, lead = _NAMED_BY.get(fid, ("run_id", ""))
+    if column not in frame.columns:
+        return ""
+    names = _named(frame[column])
+    return f": {lead}{names}" if names else ""

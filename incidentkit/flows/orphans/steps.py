@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from incidentkit.evidence import Evidence
@@ -17,6 +18,7 @@ from incidentkit.flows import FLOWS
 from incidentkit.flows.common import (
     Settings,
     begin,
+    evidence_notes,
     flow_rejects,
     log_context,
     setting,
@@ -95,25 +97,37 @@ def findings(report: OrphanReport, evidence: Evidence, settings: Settings) -> Fi
         app_name=settings.app_name,
         settings_from=settings.sources,
     )
+    notes = evidence_notes(evidence, SECTIONS)
+    if notes:  # the first screen says what the window holds
+        parameters = {**found.evidence.parameters, "evidence_notes": notes}
+        found = replace(found, evidence=replace(found.evidence, parameters=parameters))
     return with_limits(found, evidence)
 
 
 SHOWN: Mapping[str, tuple[str, ...]] = {
     "orphans": (
-        *("run_id", "orphan_class", "last_seq", "last_author", "last_ts"),
+        *("run_id", "orphan_class", "action_kind", "last_seq", "last_author", "last_ts"),
         *("unanswered_calls", "journal_verdict", "owner", "attempts"),
     ),
     "calls": (
-        *("run_id", "tool", "args", "ts", "long_running", "business_key"),
-        *("journal_status", "journal_verdict", "matched_by", "action_kind"),
+        *("run_id", "action_kind", "tool", "args", "ts", "long_running", "business_key"),
+        *("journal_status", "journal_verdict", "window", "matched_by"),
     ),
-    "crash_loops": ("run_id", "owner", "attempts", "attempts_cap", "orphan_class", "action"),
+    "crash_loops": (
+        *("run_id", "action_kind", "owner", "attempts", "attempts_cap", "orphan_class"),
+        "action",
+    ),
     "duplicate_effects": ("business_key", "tool", "effects", "basis", "detail"),
-    "in_flight": ("run_id", "status", "orphan_class", "owner", "lease_until", "action"),
-    "status_disagreements": ("run_id", "ledger_status", "orphan_class", "detail"),
+    "in_flight": (
+        *("run_id", "status", "orphan_class", "action_kind", "owner", "lease_until"),
+        "action",
+    ),
+    "live_leases": ("run_id", "owner", "lease_until", "remaining_s", "orphan_class", "action_kind"),
+    "status_disagreements": ("run_id", "ledger_status", "orphan_class", "action_kind", "detail"),
     "per_owner": ("owner", "runs", "live_leases", "orphans", "recovered_unfinished", "crash_loops"),
 }
-"""The columns each view of the sweep shows in the report; findings.json keeps every column."""
+"""The columns each view of the sweep shows in the report; findings.json keeps every column.
+Every view that names a run shows that run's own ``action_kind`` (a call's is its run's)."""
 
 
 def table(report: OrphanReport, view: str) -> Any:
@@ -131,7 +145,7 @@ def action_table(report: OrphanReport) -> Any:
     """
     from incidentkit.report import table
 
-    columns = ["run_id", "owner", "orphan_class", "action", "reason"]
+    columns = ["run_id", "owner", "orphan_class", "action_kind", "action", "reason"]
     return table(by_urgency(report.orphans), columns)
 
 

@@ -122,7 +122,12 @@ CALL_COLUMNS: Mapping[str, str] = {
     "action_kind": STR,
     "action": STR,
     "reason": STR,
+    "call_action_kind": STR,
+    "call_action": STR,
 }
+"""A call's ``action_kind`` and ``action`` are its run's (one action per run, in every view);
+``call_action_kind`` and ``call_action`` say what the journal asks for this call alone, which
+decides the run's action when the run is re-driven or held for its calls."""
 TERMINAL_STATUSES = frozenset({RunStatus.DONE, RunStatus.FAILED, RunStatus.PARKED})
 
 
@@ -207,11 +212,15 @@ def classify_orphans(
     calls_v = call_actions(verdicts)
     acted = run_actions(open_x, calls_v, attempts_cap).sort_values("run_id", kind="stable")
     orphan = acted["orphan"]
+    own = calls_v.rename(columns={"action_kind": "call_action_kind", "action": "call_action"})
+    runs_x["action_kind"] = runs_x["row"].map(acted.set_index("row")["action_kind"]).astype(STR)
     return OrphanReport(
         orphans=as_columns(acted[orphan], RUN_COLUMNS),
         in_flight=as_columns(acted[~orphan], RUN_COLUMNS),
         calls=as_columns(
-            calls_v.merge(acted[["row", "run_id"]], on="row").sort_values(["run_id", "seq"]),
+            own.merge(acted[["row", "run_id", "action_kind", "action"]], on="row").sort_values(
+                ["run_id", "seq"]
+            ),
             CALL_COLUMNS,
         ),
         crash_loops=crash_loops(

@@ -1,7 +1,9 @@
 """The orphan report's side views: crash loops to park (with their dead-letter records),
 duplicate effects, live leases, ledger statuses the log contradicts, and per-worker counts.
 
-Each view returns its frame with exactly its ``*_COLUMNS``, in order, even when empty.
+Each view returns its frame with exactly its ``*_COLUMNS``, in order, even when empty. A row
+that names a run carries that run's ``action_kind`` (missing for a terminal run: nothing to do
+but correct the ledger).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ CRASH_LOOP_COLUMNS: Mapping[str, str] = {
     "orphan_class": STR,
     "action": STR,
     "dead_letter": OBJ,
+    "action_kind": STR,
 }
 DUPLICATE_COLUMNS: Mapping[str, str] = {
     "business_key": STR,
@@ -48,6 +51,8 @@ LIVE_COLUMNS: Mapping[str, str] = {
     "remaining_s": FLOAT,
     "attempts": INT,
     "orphan_class": STR,
+    "action_kind": STR,
+    "action": STR,
 }
 DISAGREEMENT_COLUMNS: Mapping[str, str] = {
     "run_id": STR,
@@ -56,6 +61,7 @@ DISAGREEMENT_COLUMNS: Mapping[str, str] = {
     "ledger_status": STR,
     "orphan_class": STR,
     "detail": STR,
+    "action_kind": STR,
 }
 OWNER_COLUMNS: Mapping[str, str] = {
     "owner": STR,
@@ -195,7 +201,11 @@ def duplicate_effects(
 
 
 def status_disagreements(runs_x: pd.DataFrame) -> pd.DataFrame:
-    """Ledger rows (any status) whose status the log contradicts, one row per contradiction."""
+    """Ledger rows (any status) whose status the log contradicts, one row per contradiction.
+
+    A last event with an error code is no answer (:func:`~.classes.answers`) but it does end
+    the invocation: a FAILED run that ends in one agrees with its log, and so does a DONE one
+    (ADK Java completes a run whose model returned an error)."""
     status, cls = runs_x["status"], runs_x["orphan_class"]
     done = status == RunStatus.DONE
     stopped = [RunStatus.FAILED, RunStatus.PARKED, RunStatus.PAUSED]
@@ -219,7 +229,7 @@ def status_disagreements(runs_x: pd.DataFrame) -> pd.DataFrame:
             "leaves it out)",
         ),
         (
-            done & cls.eq(OrphanClass.MODEL_INFLIGHT),
+            done & cls.eq(OrphanClass.MODEL_INFLIGHT) & runs_x["last_error"].isna(),
             "ledger says DONE but the last {last} is not the terminal agent's final response",
         ),
         (

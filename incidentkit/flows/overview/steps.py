@@ -17,12 +17,13 @@ from incidentkit.flows import FLOWS
 from incidentkit.flows.common import (
     Frames,
     Settings,
+    check_app,
     findings_context,
     frames_of,
+    judge,
     ledger_apps,
     logged_apps,
     opened,
-    resolve_as_of,
     up_to,
 )
 from incidentkit.flows.common import setting as profile_setting
@@ -31,6 +32,7 @@ from incidentkit.flows.overview.card import SYMPTOMS, Profile, ordered
 from incidentkit.flows.overview.findings import overview_findings
 from incidentkit.flows.overview.triage import OverviewReport, read_summary, triage_overview
 from incidentkit.frames import FRAMES
+from incidentkit.manifest import did_you_mean
 
 FLOW = "overview"
 SECTIONS = tuple(dict.fromkeys((*FLOWS[FLOW].sections, "jfr")))
@@ -52,7 +54,8 @@ def _symptom(value: Any) -> str | None:
         raise ParameterError(
             "unknown symptom",
             value=value,
-            fix=f"give one of {', '.join(SYMPTOMS)} (or none, to order the card by severity)",
+            fix=f"{did_you_mean([text], SYMPTOMS)}give one of {', '.join(SYMPTOMS)} (or none, to "
+            "order the card by severity)",
         )
     return text
 
@@ -70,6 +73,7 @@ def setup(
     incident = opened(FLOW, evidence)
     if app_name and app_name.strip():
         apps, apps_from = [app_name.strip()], "parameter"
+        check_app(incident, apps[0])
     elif incident.filters.app_name:
         apps, apps_from = [incident.filters.app_name], "manifest app_name"
     else:
@@ -77,11 +81,8 @@ def setup(
         if not apps:
             apps, where = logged_apps(incident)
             apps_from = f"every app of {where}"
-    if incident.filters.window is None and not (isinstance(as_of, str) and as_of.strip()):
-        at, at_from = pd.Timestamp.now(tz="UTC").ceil("s"), "now (the manifest has no window)"
-    else:
-        at = resolve_as_of(as_of, incident)
-        at_from = "parameter" if isinstance(as_of, str) and as_of.strip() else "the window's end"
+    incident, moment = judge(FLOW, incident, as_of)
+    at, at_from = moment.at, moment.source
     values = {"apps": apps, "as_of": at, "symptom": _symptom(symptom)}
     sources = {
         "app_name": apps_from,

@@ -9,7 +9,14 @@ import numpy as np
 import pandas as pd
 
 from incidentkit.flows.runaway.triage import RunawayReport
-from incidentkit.plotting import SECOND, date_numbers, new_axes, utc_time_axis
+from incidentkit.plotting import (
+    SECOND,
+    count_axis,
+    date_numbers,
+    new_axes,
+    plain_log_axis,
+    utc_time_axis,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -22,9 +29,25 @@ STEP_STYLE = {
 }
 
 
+LOG_FROM = 50
+"""Above this many model calls the histogram's x axis is logarithmic (a 500-call runaway beside
+invocations of 3); up to it, linear with a bin per count."""
+
+
+def count_bins(top: float) -> list[float]:
+    """Histogram edges that hold whole counts: one bin per count up to :data:`LOG_FROM`, else
+    about 40 bins spaced evenly on a log scale, each edge half-way between two counts."""
+    if top <= LOG_FROM:
+        return [k + 0.5 for k in range(-1, int(np.ceil(top)) + 1)]
+    whole = np.unique(np.ceil(np.geomspace(1, top, 40)))
+    return [0.5, *(float(k) + 0.5 for k in whole)]
+
+
 def plot_model_calls(report: RunawayReport, *, ax: Axes | None = None) -> Axes:
-    """Invocations by model calls (log-spaced bins): healthy ones and flagged ones (hit the
-    limit or looped), with the healthy p99, the recommendation and the configured limit."""
+    """Invocations by model calls: healthy ones and flagged ones (hit the limit or looped),
+    with the healthy p99, the recommendation and the configured limit. Bins hold whole counts;
+    the count axis is linear up to :data:`LOG_FROM` calls, logarithmic (1, 2, 5, 10 ...) past
+    it; the axis of invocations has whole ticks."""
     ax = new_axes(ax, (10.0, 3.8))
     counted = report.baseline_counted
     if counted.empty:
@@ -33,17 +56,25 @@ def plot_model_calls(report: RunawayReport, *, ax: Axes | None = None) -> Axes:
         return ax
     calls = counted["model_calls"].to_numpy(dtype=float)
     flagged = (counted["hit_limit"] | counted["looped"]).to_numpy(dtype=bool)
-    marks = [report.configured, report.recommended or 1, calls.max()]
-    top = max(marks) * 1.3
-    bins = [float(b) for b in np.unique(np.round(np.geomspace(0.5, top, 40), 2))]
+    marks = [m for m in (report.configured, report.recommended, calls.max()) if m is not None]
+    top = float(max(marks))
+    bins = count_bins(top)
     ax.hist(
-        [calls[~flagged].clip(0.5), calls[flagged].clip(0.5)],
+        [calls[~flagged], calls[flagged]],
         bins=bins,
         stacked=True,
         color=["#8eb0d8", "#c44e52"],
         label=[f"healthy ({int((~flagged).sum())})", f"hit the limit or looped ({flagged.sum()})"],
     )
-    ax.set_xscale("log")
+    logarithmic = top > LOG_FROM
+    if logarithmic:
+        ax.set_xscale("log")
+        ax.set_xlim(0.5, top * 1.3)
+        plain_log_axis(ax.xaxis, whole=True)
+    else:
+        ax.set_xlim(-0.5, top + 1.5)
+        count_axis(ax.xaxis)
+    count_axis(ax.yaxis)
     lines = [
         (report.healthy_p99, "#4c72b0", ":", f"healthy p99 {report.healthy_p99:g}"),
         (report.recommended, "#2a9d4b", "--", f"recommended {report.recommended}"),
@@ -57,7 +88,7 @@ def plot_model_calls(report: RunawayReport, *, ax: Axes | None = None) -> Axes:
     for value, colour, style, label in lines:
         if value is not None and not pd.isna(value):
             ax.axvline(float(value), color=colour, linestyle=style, linewidth=1.6, label=label)
-    ax.set_xlabel("model calls per invocation (log scale)")
+    ax.set_xlabel("model calls per invocation" + (" (log scale)" if logarithmic else ""))
     ax.set_ylabel("invocations")
     ax.set_title(f"model calls per invocation, {report.baseline}")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")

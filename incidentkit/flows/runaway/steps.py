@@ -86,13 +86,12 @@ def setup(
     ``max_llm_calls`` and ``loop_exit_keys`` come from the parameters, else ``[apps.<app>]``
     (neither is required: the limit error names the limit, and a loop without a known exit key
     is still found); ``min_repeats`` defaults to 3; ``baseline`` to none; ``as_of`` to the
-    window's end, or now when the manifest has no window. ``baseline_engine`` computes the
-    baseline where the events live (a database, or JSONL/Parquet files through DuckDB) when
-    they can be; false loads the baseline's frames into pandas.
+    window's end, else the evidence's last record (:func:`~incidentkit.flows.common.judge`).
+    ``baseline_engine`` computes the baseline where the events live (a database, or
+    JSONL/Parquet files through DuckDB) when they can be; false loads the baseline's frames
+    into pandas.
     """
-    incident, app, values, sources = begin(
-        FLOW, evidence, app_name=app_name, as_of=as_of, now_without_window=True
-    )
+    incident, app, values, sources = begin(FLOW, evidence, app_name=app_name, as_of=as_of)
     limit, sources["max_llm_calls"] = profile_setting(
         incident, FLOW, app, "max_llm_calls", max_llm_calls, default=None
     )

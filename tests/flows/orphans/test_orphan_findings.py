@@ -73,14 +73,19 @@ def test_orphan_findings_for_an_incident() -> None:
         (
             "orphans/model-inflight",
             Severity.WARNING,
-            "1 orphaned run(s) lost a model call in flight",
+            "1 orphaned run(s) lost a model call in flight: r1",
             1,
         ),
-        ("orphans/actually-done", Severity.WARNING, "1 orphaned run(s) that actually finished", 1),
+        (
+            "orphans/actually-done",
+            Severity.WARNING,
+            "1 orphaned run(s) that actually finished: r2",
+            1,
+        ),
         (
             "orphans/status-disagreements",
             Severity.WARNING,
-            "1 ledger row(s) whose status the log contradicts",
+            "1 ledger row(s) whose status the log contradicts: r2",
             1,
         ),
     ]

@@ -71,7 +71,7 @@ def test_a_missing_setting_names_the_key_and_the_section(tmp_path: Path) -> None
 
 def test_an_app_the_ledger_does_not_hold_is_named_with_the_ones_it_does() -> None:
     with pytest.raises(
-        ParameterError, match=r"0 of \d+ ledger runs are of app 'billing'; the ledger holds: "
+        ParameterError, match=r"app_name 'billing' matches nothing.* hold: expenses, invoicing"
     ):
         orphans.setup(CRASH, app_name="billing")
 
@@ -144,3 +144,14 @@ def test_the_log_is_read_once_when_the_window_already_covers_every_run() -> None
     narrowed = log_context(incident, incident.runs, earlier)
     assert narrowed is not incident
     assert narrowed.events["ts"].max() <= earlier
+
+
+def test_a_window_before_the_evidence_says_so_on_the_first_screen(tmp_path: Path) -> None:
+    fixed = 'window = { start = "2026-11-29T02:30:00.000Z", end = "2026-11-29T03:05:00.000Z" }'
+    later = 'window = { start = "2026-11-28T02:30:00.000Z", end = "2026-11-28T03:05:00.000Z" }'
+    pack = _pack(tmp_path, lambda text: text.replace(fixed, later))
+    assert (pack / "evidence.toml").read_text(encoding="utf-8").count(later) == 1
+    evidence, settings = orphans.setup(pack, app_name="invoicing")
+    found = orphans.findings(orphans.sweep(evidence, settings), evidence, settings)
+    notes = found.evidence.parameters["evidence_notes"]
+    assert notes and "the window" in notes[0]

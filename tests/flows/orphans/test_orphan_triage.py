@@ -85,6 +85,14 @@ class Log:
         self._event(session, inv, t, author, text=f"{author} says hi", final_response=final)
         return self
 
+    def error(self, session: str, inv: str, t: float, author: str, code: str) -> Log:
+        """ADK Python's event when a tool or the model raises: an error code, no content, final
+        by ADK's rule."""
+        self._event(
+            session, inv, t, author, error_code=code, error_message="boom", final_response=True
+        )
+        return self
+
     def call(
         self,
         session: str,
@@ -762,14 +770,17 @@ def test_the_worst_call_decides_and_every_call_is_listed() -> None:
     )
     jrows = journal(("send-invoice:B", "i1", "c2", "INTENT"), ("c3", "i1", "c3", "DONE"))
     report = classify([run("r1", "s1", invocation_id="i1")], log, jrows)
-    got = report.calls[["call_id", "journal_verdict", "matched_by", "window", "action_kind"]]
+    got = report.calls[
+        ["call_id", "journal_verdict", "matched_by", "window", "call_action_kind", "action_kind"]
+    ]
     expected = pd.DataFrame(
         {
             "call_id": ["c1", "c2", "c3"],
             "journal_verdict": ["NO_ENTRY", "INTENT_ONLY", "DONE"],
             "matched_by": [None, "business_key", "function_call_id"],
             "window": ["W3", "W4", "-"],
-            "action_kind": ["REDRIVE", "ASK_DOWNSTREAM", "INVESTIGATE"],
+            "call_action_kind": ["REDRIVE", "ASK_DOWNSTREAM", "INVESTIGATE"],
+            "action_kind": ["INVESTIGATE"] * 3,  # the run's: its worst call decides
         },
         dtype="str",
     )
@@ -803,3 +814,58 @@ def test_bad_terminal_agent_and_missing_columns_are_refused() -> None:
             as_of=AS_OF,
             terminal_agent="notify_agent",
         )
+
+
+def test_an_error_event_of_the_terminal_agent_is_no_answer() -> None:
+    """ADK Python stores an error event (error_code, no content) when a tool or the model
+    raises; ADK counts it as final, but the user got no answer: the run is not done."""
+    log = (
+        Log()
+        .user("s-tool", "i-tool", 1)
+        .call("s-tool", "i-tool", 2, "notify_agent", "c1", "lookup", {"id": 1})
+        .error("s-tool", "i-tool", 3, "notify_agent", "LookupError")
+        .user("s-model", "i-model", 1)
+        .error("s-model", "i-model", 2, "notify_agent", "ConnectionResetError")
+    )
+    events, _, _ = log.frames()
+    assert events.loc[events["error_code"].notna(), "final_response"].all()  # ADK's rule
+    orphans = classify(
+        [
+            run("r-tool", "s-tool", invocation_id="i-tool"),
+            run("r-model", "s-model", invocation_id="i-model"),
+        ],
+        log,
+    )
+    tool, model = one(orphans, "r-tool"), one(orphans, "r-model")
+    assert (tool["orphan_class"], tool["action_kind"]) == ("TOOL_UNANSWERED", "REDRIVE")
+    assert tool["reason"].endswith("; the last event is an error (LookupError), not an answer")
+    assert (model["orphan_class"], model["action_kind"]) == ("MODEL_INFLIGHT", "REDRIVE")
+    assert model["reason"] == (
+        "last event #1 by notify_agent is an error (ConnectionResetError), not an answer; every "
+        "call is answered"
+    )
+    assert "failed with ConnectionResetError" in model["action"]
+    assert orphans.status_disagreements.empty  # RUNNING and not done: nothing contradicts
+    # The same logs under a ledger that recorded the failure agree with it.
+    failed = classify(
+        [
+            run("r-tool", "s-tool", invocation_id="i-tool", status="FAILED"),
+            run("r-model", "s-model", invocation_id="i-model", status="FAILED"),
+        ],
+        log,
+    )
+    assert failed.status_disagreements.empty, failed.status_disagreements.to_string()
+    # ADK Java completes a run whose model returned an error: its DONE agrees with the log too.
+    done = classify([run("r-model", "s-model", invocation_id="i-model", status="DONE")], log)
+    assert done.status_disagreements.empty, done.status_disagreements.to_string()
+
+
+def test_an_error_event_before_the_terminal_agents_answer_does_not_hide_it() -> None:
+    log = (
+        Log()
+        .user("s1", "i1", 1)
+        .error("s1", "i1", 2, "draft_agent", "RESOURCE_EXHAUSTED")
+        .text("s1", "i1", 3, "notify_agent")
+    )
+    row = one(classify([run("r1", "s1", invocation_id="i1")], log), "r1")
+    assert (row["orphan_class"], row["action_kind"]) == ("ACTUALLY_DONE", "MARK_DONE")

@@ -257,9 +257,12 @@ def test_only_the_kinds_found_get_their_fix() -> None:
 
 def test_an_app_the_logs_never_name_is_refused_with_the_apps_they_do(tmp_path: Path) -> None:
     pack = _without(tmp_path, "ledger")
-    with pytest.raises(ParameterError, match=r"no row of the event log is of app 'suport'; the "):
-        ra.setup(pack, app_name="suport")
-    with pytest.raises(ParameterError, match=f"the event log holds: {APP}"):
+    with pytest.raises(
+        ParameterError,
+        match=rf"app_name 'suport' matches nothing: 0 events, 0 diagnostics lines of app "
+        rf"'suport'; the event log and the diagnostics log hold: {APP}\b.*"
+        rf"did you mean suport → {APP}\?",
+    ):
         ra.setup(pack, app_name="suport")
     assert ra.setup(pack, app_name=APP)[1].app_name == APP
 
@@ -362,3 +365,24 @@ def test_the_notebook_says_where_its_baseline_was_computed(tmp_path: Path) -> No
     )
     assert loaded["evidence"]["parameters"]["baseline_engine"] is False
     assert "loaded into pandas" in _items(loaded)["runaway/model-calls"]["detail"]
+
+
+def test_a_window_with_no_row_of_the_app_says_so_on_the_first_screen(tmp_path: Path) -> None:
+    from incidentkit.report import summary_html
+
+    pack = _without(tmp_path)
+    manifest = pack / "evidence.toml"
+    text = manifest.read_text(encoding="utf-8")
+    start = text.index("window = ")
+    line = text[start : text.index("\n", start)]
+    earlier = 'window = { start = "2026-11-28T16:00:00Z", end = "2026-11-28T16:40:00Z" }'
+    manifest.write_text(text.replace(line, earlier), encoding="utf-8")
+    findings = _steps(pack, app_name=APP)  # a quiet window is no error
+    [note] = findings["evidence"]["parameters"]["evidence_notes"]
+    assert note.startswith(
+        f"the window 2026-11-28T16:00:00.000Z .. 2026-11-28T16:40:00.000Z holds no row of app "
+        f"'{APP}' in "
+    )
+    first = summary_html(Findings.from_json(json.dumps(findings))).partition("<table")[0]
+    assert "<b>Note:</b> the window 2026-11-28T16:00:00.000Z" in first
+    assert "evidence_notes" not in _steps(RUNAWAY, app_name=APP)["evidence"]["parameters"]

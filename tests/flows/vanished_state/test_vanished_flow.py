@@ -158,9 +158,15 @@ def test_the_session_names_its_app_and_user_and_a_wrong_one_is_refused() -> None
         vs.setup(JAVA)
     held = open_evidence(JAVA).events["session_id"].nunique()
     with pytest.raises(
-        ParameterError, match=f"stored state holds it; the evidence holds {held} session"
+        ParameterError,
+        match=rf"session_id 'no-such-session' matches nothing: 0 runs, 0 events, 0 "
+        rf"diagnostics lines of session 'no-such-session'; .* and {held - 8} more",
     ):
         vs.setup(JAVA, session_id="no-such-session")
+    session = str(truth["session_id"])
+    typo = session[:-1] + ("y" if session.endswith("x") else "x")
+    with pytest.raises(ParameterError, match=rf"did you mean {typo} → {session}\?"):
+        vs.setup(JAVA, session_id=typo)
 
 
 def test_evidence_without_an_event_log_is_refused_with_the_section_to_add(tmp_path: Path) -> None:
