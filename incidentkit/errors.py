@@ -74,7 +74,7 @@ class IncidentkitError(Exception):
         self.problem = problem
         self.value = value
         self.fix = fix
-        message = problem if value is _NO_VALUE else f"{problem}: {value!r}"
+        message = problem if value is _NO_VALUE else f"{problem}: {shown(value)}"
         if fix:
             message = f"{message}. {fix}"
         super().__init__(scrub_text(message))  # no remembered secret survives in a message
@@ -83,6 +83,17 @@ class IncidentkitError(Exception):
         """How IPython shows the error in a notebook: its message, not the library's frames
         (the message says what failed, the value and what to do)."""
         return [f"{type(self).__name__}: {self}"]
+
+
+def shown(value: object) -> str:
+    """A value as a message quotes it: text in the first of ``'``, ``"`` or a backtick it does
+    not hold (never a backslash-escaped quote), anything else, and text with control
+    characters, as Python writes it."""
+    if isinstance(value, str) and value.isprintable():
+        for quote in ("'", '"', "`"):
+            if quote not in value:
+                return f"{quote}{value}{quote}"
+    return repr(value)
 
 
 class ManifestError(IncidentkitError):

@@ -362,7 +362,7 @@ def test_a_schema_that_is_not_utf8_is_a_schema_error_naming_file_and_text(
     )
     with pytest.raises(SchemaError, match="not UTF-8") as info:
         events.load(spec, Filters())
-    assert str(sqlite_path) in str(info.value) and "CRE\\\\xffTE" in str(info.value)
+    assert str(sqlite_path) in str(info.value) and "CRE\\xffTE" in str(info.value)
     engine = sql.open_sqlite(sqlite_path, what="test")
     try:
         with engine.connect() as conn:  # the store's own checks, outside sql.connect's guard

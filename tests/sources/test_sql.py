@@ -279,7 +279,7 @@ def test_a_schema_that_is_not_utf8_is_a_schema_error_naming_file_and_text(
     spec = SourceSpec("ledger", sqlite_path=sqlite_path, paths=(sqlite_path,))
     with pytest.raises(SchemaError, match="not UTF-8") as info:
         ledger.load(spec, Filters())
-    assert str(sqlite_path) in str(info.value) and "CRE\\\\xffTE" in str(info.value)
+    assert str(sqlite_path) in str(info.value) and "CRE\\xffTE" in str(info.value)
     engine = sql.open_sqlite(sqlite_path, what="test")
     try:
         with (  # inspect_table itself, outside sql.connect's guard
@@ -288,7 +288,7 @@ def test_a_schema_that_is_not_utf8_is_a_schema_error_naming_file_and_text(
         ):
             sql.inspect_table(conn, "agent_run")
         with (  # any other statement: connect's guard
-            pytest.raises(SchemaError, match=r"test: .* not UTF-8.*CRE\\\\xffTE"),
+            pytest.raises(SchemaError, match=r"test: .* not UTF-8.*CRE\\xffTE"),
             sql.connect(engine, what="test") as conn,
         ):
             conn.exec_driver_sql("SELECT count(*) FROM agent_run").scalar()
