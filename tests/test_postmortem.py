@@ -557,3 +557,52 @@ def test_the_summary_schema_is_the_one_run_all_writes(run_all: Path, tmp_path: P
     (out / "summary.json").write_text('{"schema": "incidentkit.run-all/v1",', encoding="utf-8")
     with pytest.raises(ParameterError, match=r"cannot read summary\.json"):
         postmortem_command(out, fmt="md")
+
+
+def test_a_dead_workers_open_invocations_are_orphans_in_every_section(tmp_path: Path) -> None:
+    truth = json.loads((FIXTURES / "crash_recovery" / "truth.json").read_text())["expected"]
+    incident, settings = latency_cliff.setup(FIXTURES / "crash_recovery", app_name="invoicing")
+    found = latency_cliff.findings(latency_cliff.triage(incident, settings), incident, settings)
+    found.write(tmp_path / "findings.json")
+    draft = postmortem_command(tmp_path, fmt="md")
+    opened = next(i for i in found.items if i.id == "latency_cliff/open-invocations")
+    assert all(row["orphaned"] for row in opened.rows)
+    impact = _section(draft, "Impact")
+    assert f"all {len(opened.rows)} orphaned: their worker died" in impact
+    assert "each still held a thread" not in draft
+    killed = truth["kill"]["worker"]
+    assert f"**Trigger**: worker(s) {killed} stopped" in _section(draft, "Root cause and trigger")
+    detection = _section(draft, "Detection")
+    assert "stops renewing its leases" in detection and "open longer than 45 s" not in detection
+    timeline = _section(draft, "Timeline")
+    assert "died before it finished" in timeline and "still open at as_of" not in timeline
+    assert "Apply the fix below" not in _section(draft, "Action items")
+    # findings written before the orphaned field: a RUNNING row whose lease expired is one too
+    old = json.loads((tmp_path / "findings.json").read_text())
+    for item in old["items"]:
+        for row in item["rows"]:
+            for name in ("orphaned", "orphan_reason", "owner"):
+                row.pop(name, None)
+    old["summary"].pop("orphaned_invocations")
+    (tmp_path / "findings.json").write_text(json.dumps(old))
+    expired = sum(1 for row in opened.rows if row["lease_expired"])
+    assert f"{expired} orphaned" in _section(postmortem_command(tmp_path, fmt="md"), "Impact")
+
+
+def test_first_screen_notes_are_no_setting_and_waiting_runs_no_export() -> None:
+    from incidentkit.findings import Finding, Provenance, Verdict
+    from incidentkit.postmortem.action_items import _export_hint
+    from incidentkit.postmortem.appendix import _parameters
+    from incidentkit.postmortem.collect import FlowFindings
+
+    rows = [{"run_id": r, "action_kind": k} for r, k in [("a", "NONE"), ("b", "WAIT")]]
+    item = Finding("orphans/live-leases", "INFO", "2 runs", "held", "None: wait", tuple(rows))
+    parameters = {"app_name": "shop", "evidence_notes": ["the window holds no row"]}
+    found = Findings("orphans", Verdict.CLEAN, {}, (item,), Provenance(parameters=parameters))
+    ff = FlowFindings("orphans/findings.json", found)
+    assert "evidence_notes" not in _parameters(ff) and "app_name" in _parameters(ff)
+    assert _export_hint(ff, item) == ""  # a live lease or a wait is no run to act on
+    parked = Finding(
+        "orphans/crash-loops", "CRITICAL", "1 run", "d", "Park", ({"action_kind": "PARK"},)
+    )
+    assert "--kind PARK" in _export_hint(ff, parked)

@@ -45,8 +45,14 @@ def _type(item_id: str, row: Mapping[str, Any] | None = None) -> str | None:
     return _ACTION_TYPE.get(item_id, "mitigate")
 
 
+NOTHING_TO_DO = frozenset({"NONE", "WAIT"})
+"""Action kinds that are no runs to act on: a live lease, a run waiting for a person."""
+
+
 def _export_hint(ff: FlowFindings, item: Finding) -> str:
-    kinds = sorted({str(r["action_kind"]) for r in item.rows if r.get("action_kind")})
+    kinds = sorted(
+        {str(r["action_kind"]) for r in item.rows if r.get("action_kind")} - NOTHING_TO_DO
+    )
     if ff.flow != "orphans" or not kinds:
         return ""
     folder = Path(ff.rel).parent.as_posix()

@@ -14,6 +14,7 @@ def _parameters(ff: FlowFindings) -> str:
     """The parameters as ``name`` = ``json`` (where its value came from), sorted by name."""
     parameters = dict(ff.findings.evidence.parameters)
     origin = parameters.pop("settings_from", {})
+    parameters.pop("evidence_notes", None)  # shown on the first screen, not a setting
     shown = [
         f"{code(k)} = {code(json.dumps(v, ensure_ascii=False, sort_keys=True))}"
         + (f" ({md(origin[k])})" if isinstance(origin, dict) and k in origin else "")

@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from incidentkit.findings import Finding
-from incidentkit.postmortem.collect import EVIDENCE_ITEMS, ORPHAN_ITEMS, FlowFindings
+from incidentkit.postmortem.collect import (
+    EVIDENCE_ITEMS,
+    OPEN_ITEM,
+    ORPHAN_ITEMS,
+    FlowFindings,
+    orphaned,
+)
 from incidentkit.postmortem.proof import cite, distinct, item_ref
 from incidentkit.postmortem.text import TODO, md
 
@@ -62,6 +68,15 @@ def causes(sources: Sequence[FlowFindings]) -> list[str]:
                     "- **Root cause**: n/a — the evidence shows that the worker stopped, not why "
                     "(a kill, a deploy, an out-of-memory exit: see the TODO below)"
                 )
+        dead = [row for row in ff.rows(OPEN_ITEM) if orphaned(row)]
+        if ff.flow == "latency_cliff" and dead:
+            owners = sorted({str(row["owner"]) for row in dead if row.get("owner")})
+            whose = f"worker(s) {md(', '.join(owners))}" if owners else "a worker"
+            lines.append(
+                f"- **Trigger**: {whose} stopped while {len(dead)} open invocation(s) were in "
+                "flight: their ledger leases ran out (or their runs were re-driven since); "
+                f"those invocations are orphans, not hangs {item_ref(ff, OPEN_ITEM).text()}"
+            )
         for role in _ROLES:
             lines += [
                 f"- **{role}**: {_said(role, item)} {item_ref(ff, item.id).text()}"

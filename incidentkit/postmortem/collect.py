@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -29,6 +30,16 @@ EVIDENCE_ITEMS = (
     "/evidence-limits",
 )
 """Endings of the item ids that speak of the evidence, not of the incident."""
+OPEN_ITEM = "latency_cliff/open-invocations"
+"""The latency flow's open invocations: hangs, and the orphans of a dead worker."""
+
+
+def orphaned(row: Mapping[str, Any]) -> bool:
+    """Whether an open invocation's worker died (``orphaned``; findings written before that
+    field: ``lease_expired``): an orphan, not a hang that holds a thread."""
+    return row.get("orphaned", row.get("lease_expired")) is True
+
+
 RUN_ALL_SCHEMA = "incidentkit.run-all/v1"
 """The schema of ``run all``'s ``summary.json`` (``incidentkit.batch.SUMMARY_SCHEMA``)."""
 MAX_TIMEOUT_S = 366 * 86400.0

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 
-from incidentkit.postmortem.collect import ORPHAN_ITEMS, FlowFindings
+from incidentkit.postmortem.collect import OPEN_ITEM, ORPHAN_ITEMS, FlowFindings, orphaned
 from incidentkit.postmortem.proof import cite, counter, dated, item_ref
 from incidentkit.postmortem.text import TODO, iso, md, num, utc
 
@@ -20,10 +20,20 @@ def _latency(ff: FlowFindings) -> list[str]:
             "- latency_cliff: no error alert fires: nothing failed, things waited "
             f"{item_ref(ff, 'latency_cliff/cliff').text()}"
         )
-    starts = dated(ff, ["latency_cliff/open-invocations"], "started_at")
+    starts = dated(ff, [OPEN_ITEM], "started_at")
+    dead = [entry for entry in starts if orphaned(entry[3])]
+    if dead:
+        n = dead[0][2]
+        lines.append(
+            f"- latency_cliff: {len(dead)} open invocation(s) belong to a worker that died: "
+            "an alert on a worker that exits or stops renewing its leases fires at the stop "
+            f"itself; no latency alert tells a dead worker from a slow one "
+            f"{item_ref(ff, OPEN_ITEM, [n]).text()}"
+        )
+    starts = [entry for entry in starts if not orphaned(entry[3])]
     if timeout and starts:
         stamp, _, n, _ = starts[0]
-        proof = item_ref(ff, "latency_cliff/open-invocations", [n]).text()
+        proof = item_ref(ff, OPEN_ITEM, [n]).text()
         try:
             gave_up = iso(stamp + pd.Timedelta(seconds=timeout))
             sooner = iso(stamp + pd.Timedelta(seconds=timeout * 0.75))

@@ -8,7 +8,7 @@ from typing import TypeGuard
 
 import pandas as pd
 
-from incidentkit.postmortem.collect import ORPHAN_ITEMS, FlowFindings
+from incidentkit.postmortem.collect import OPEN_ITEM, ORPHAN_ITEMS, FlowFindings, orphaned
 from incidentkit.postmortem.proof import Ref, cite, counter, distinct, item_ref
 from incidentkit.postmortem.text import duration, iso, md, ms, num, time
 
@@ -82,12 +82,7 @@ def _latency(ff: FlowFindings) -> dict[str, Claim]:
         )
     else:
         claims["runs"] = _na("no latency cliff in the window")
-    claims["invocations"] = Claim(
-        f"{num(s.get('open_invocations', 0))} invocations open past the "
-        f"{f'{timeout:g} s' if timeout else 'the'} client timeout: their users had given up, "
-        "each still held a thread",
-        (item_ref(ff, opened), counter(ff, "open_invocations")),
-    )
+    claims["invocations"] = _open_claim(ff, timeout)
     claims["sessions"] = _count_claim(ff, [opened], "session_id", "sessions of those invocations")
     claims["users"] = _no_column(ff, "user id")
     as_of = time(ff.findings.evidence.as_of)
@@ -107,6 +102,45 @@ def _latency(ff: FlowFindings) -> dict[str, Claim]:
             (item_ref(ff, "latency_cliff/stuck-threads"), counter(ff, "stuck_threads")),
         )
     return claims
+
+
+def orphaned_rows(ff: FlowFindings) -> list[int]:
+    """The 1-based rows of ``latency_cliff/open-invocations`` whose worker died."""
+    return [n for n, row in enumerate(ff.rows(OPEN_ITEM), 1) if orphaned(row)]
+
+
+def _open_claim(ff: FlowFindings, timeout: float | None) -> Claim:
+    """The open invocations: the hung ones held a thread each; the orphans' worker died."""
+    s, opened = ff.findings.summary, "latency_cliff/open-invocations"
+    total = s.get("open_invocations", 0)
+    total = total if _number(total) else len(ff.rows(opened))
+    dead = orphaned_rows(ff)
+    found = ff.item(opened)
+    cut = found is not None and (found[1].count or 0) > len(found[1].rows)
+    orphans = s.get("orphaned_invocations", len(dead))
+    orphans = orphans if _number(orphans) else len(dead)
+    past = f"{num(total)} invocations open past the {f'{timeout:g} s' if timeout else 'the'} "
+    past += "client timeout"
+    proof: tuple[Ref, ...] = (item_ref(ff, opened), counter(ff, "open_invocations"))
+    if not orphans:
+        return Claim(f"{past}: their users had given up, each still held a thread", proof)
+    hung = total - orphans
+    bound = "≥ " if cut and "orphaned_invocations" not in s else ""
+    dead_text = (
+        f"{bound}{num(orphans)} orphaned: their worker died (a ledger lease that ran out, or "
+        "a run re-driven since), so none of them held a thread; the orphans flow recovers "
+        "their runs"
+    )
+    proof = (item_ref(ff, opened, dead or None), counter(ff, "open_invocations"))
+    if "orphaned_invocations" in s:
+        proof = (*proof, counter(ff, "orphaned_invocations"))
+    if hung <= 0:
+        return Claim(f"{past}, all {dead_text}", proof)
+    return Claim(
+        f"{past}: {num(hung)} hung (their users had given up, each still held a thread), "
+        f"{dead_text}",
+        proof,
+    )
 
 
 def _orphans(ff: FlowFindings) -> dict[str, Claim]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from incidentkit.postmortem.collect import ORPHAN_ITEMS, FlowFindings
+from incidentkit.postmortem.collect import ORPHAN_ITEMS, FlowFindings, orphaned
 from incidentkit.postmortem.proof import Dated, Ref, cite, dated, item_ref
 from incidentkit.postmortem.text import TODO, iso, md, ms, time, utc
 
@@ -75,13 +75,14 @@ def _grouped(
     column: str,
     text: Callable[[dict[str, Any]], str],
     *,
-    by: str | None = None,
+    by: str | Callable[[dict[str, Any]], str] | None = None,
 ) -> list[Moment]:
-    """A moment per row of ``item_ids`` at ``column``; in a group (``by``, else all) of more
-    than three rows, only its first and its last."""
+    """A moment per row of ``item_ids`` at ``column``; in a group (``by``: a column or a
+    function of the row; else all) of more than three rows, only its first and its last."""
     groups: dict[str, list[Dated]] = {}
     for entry in dated(ff, item_ids, column):
-        groups.setdefault("" if by is None else str(entry[3].get(by)), []).append(entry)
+        group = "" if by is None else by(entry[3]) if callable(by) else str(entry[3].get(by))
+        groups.setdefault(group, []).append(entry)
     moments = []
     for entries in groups.values():
         picked = [(e, "") for e in entries]
@@ -111,11 +112,8 @@ def _row_moments(ff: FlowFindings) -> list[Moment]:
             ff,
             ["latency_cliff/open-invocations"],
             "started_at",
-            lambda r: (
-                f"invocation {r.get('invocation_id')} starts; still open at as_of "
-                f"({r.get('open_for_s')} s), last event {r.get('last_event_kind')}"
-                + (f" on {r['tool']}" if r.get("tool") else "")
-            ),
+            _open_text,
+            by=_role,
         )
     elif ff.flow == "orphans":
         found += _grouped(
@@ -151,6 +149,38 @@ def _row_moments(ff: FlowFindings) -> list[Moment]:
                 ),
             )
     return found
+
+
+_DEAD = {
+    "lease_expired": "its ledger lease expired",
+    "redriven": "its run was re-driven since",
+    "session_silent": "its session went silent while others went on; presumed",
+}
+"""An orphan's ``orphan_reason`` in words."""
+
+
+def _role(row: dict[str, Any]) -> str:
+    """An open invocation's role: ``orphan`` when its worker died (``orphaned``; findings
+    written before that field: ``lease_expired``), else ``hang``."""
+    return "orphan" if orphaned(row) else "hang"
+
+
+def _open_text(row: dict[str, Any]) -> str:
+    """An open invocation's start: a hang still holds its thread; an orphan's worker died."""
+    last = f"last event {row.get('last_event_kind')}" + (
+        f" on {row['tool']}" if row.get("tool") else ""
+    )
+    if _role(row) == "orphan":
+        owner = f" ({row['owner']})" if row.get("owner") else ""
+        why = _DEAD.get(str(row.get("orphan_reason")), _DEAD["lease_expired"])
+        return (
+            f"invocation {row.get('invocation_id')} starts on a worker{owner} that died before "
+            f"it finished ({why}); orphaned, {last}"
+        )
+    return (
+        f"invocation {row.get('invocation_id')} starts; still open at as_of "
+        f"({row.get('open_for_s')} s), {last}"
+    )
 
 
 def timeline(sources: Sequence[FlowFindings]) -> list[str]:

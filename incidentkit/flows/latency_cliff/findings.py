@@ -22,6 +22,7 @@ from incidentkit.findings import (
     verdict_of,
 )
 from incidentkit.flows.latency_cliff.fixes import fix_text
+from incidentkit.flows.latency_cliff.hangs import Orphaned, by_last_event
 from incidentkit.flows.latency_cliff.latency import SOURCE_LABELS
 from incidentkit.flows.latency_cliff.thread_findings import (
     lock_owner_items,
@@ -39,7 +40,7 @@ CLIFF_ROW = [
 ]
 OPEN_ROW = [
     *("invocation_id", "run_id", "session_id", "started_at", "open_for_s"),
-    *("last_event_kind", "tool", "call_id", "lease_expired"),
+    *("last_event_kind", "tool", "call_id", "lease_expired", "orphaned", "orphan_reason", "owner"),
 ]
 BY_LAST_EVENT_ROW = ["last_event_kind", "tool", "count", "invocation_ids"]
 CONTENTION_ROW = [
@@ -85,12 +86,13 @@ def _cliff(report: LatencyReport) -> Finding | None:
     )
 
 
-def _open(report: LatencyReport, limit: int | None) -> list[Finding]:
+def _open(report: LatencyReport, limit: int | None, parameters: Mapping[str, Any]) -> list[Finding]:
     hung = report.open
     if hung.empty:
         return []
     groups = report.by_last_event
-    top = groups.iloc[0]
+    hangs, dead = report.hangs, report.orphans
+    top = by_last_event(hangs).iloc[0] if len(hangs) else groups.iloc[0]
     on = (
         f"on an unanswered call to {top['tool']}"
         if top["last_event_kind"] == "unanswered_function_call"
@@ -102,24 +104,40 @@ def _open(report: LatencyReport, limit: int | None) -> list[Finding]:
         if report.has_cliff
         else ""
     )
-    most = "all" if top["count"] == len(hung) else f"{top['count']}"
-    dead = int(hung["lease_expired"].sum())
-    orphans = (
-        f" {dead} of them belong to ledger runs whose lease expired before as_of: their worker "
-        "is gone, so they are orphans, not hangs (run the orphans flow for them)."
-        if dead
-        else ""
+    past = f"{len(hung)} invocation(s) open past the {report.client_timeout_s:g} s client timeout"
+    if dead.empty:
+        most = "all" if top["count"] == len(hung) else f"{top['count']}"
+        title, severity = f"{past}{share}; {most} {on}", Severity.CRITICAL
+    elif hangs.empty:
+        title = (
+            f"{past}; the worker died: all {len(dead)} are orphans ({_why_dead(dead)}), not hangs"
+        )
+        severity = Severity.WARNING
+    else:
+        title = (
+            f"{past}{share}: {len(hangs)} hang, {top['count']} {on}; {len(dead)} are orphans of "
+            f"a dead worker ({_why_dead(dead)})"
+        )
+        severity = Severity.CRITICAL
+    detail = (
+        "A run.start with no run.end (else a RUNNING ledger row, else no final event) older "
+        "than the client timeout: the user gave up."
     )
+    if len(hangs):
+        detail += f" {len(hangs)} hang: each still holds its thread."
+    if len(dead):
+        detail += (
+            f" {len(dead)} belong to a worker that died: {_dead_detail(dead)} Nothing of theirs "
+            "holds a thread any more, so no timeout fixes them; they are orphans for the "
+            "orphans flow (the rows' orphaned, orphan_reason, owner)."
+        )
     return [
         Finding(
             f"{FLOW}/open-invocations",
-            Severity.CRITICAL,
-            f"{len(hung)} invocation(s) open past the {report.client_timeout_s:g} s client "
-            f"timeout{share}; {most} {on}",
-            "A run.start with no run.end (else a RUNNING ledger row, else no final event) older "
-            "than the client timeout: the user gave up, the invocation still holds its thread."
-            + orphans,
-            "Apply the fix below; then dispose each abandoned invocation (or restart the worker).",
+            severity,
+            title,
+            detail,
+            _open_action(report, parameters),
             rows_of(hung, OPEN_ROW, limit=limit),
             len(hung),
         ),
@@ -134,6 +152,72 @@ def _open(report: LatencyReport, limit: int | None) -> list[Finding]:
             len(groups),
         ),
     ]
+
+
+def _why_dead(dead: pd.DataFrame) -> str:
+    """The orphans' reasons in a few words: ``9 leases expired, 3 runs re-driven since``."""
+    counts = dead["orphan_reason"].value_counts()
+    words = {
+        Orphaned.LEASE_EXPIRED.value: "ledger lease(s) expired",
+        Orphaned.REDRIVEN.value: "run(s) re-driven since",
+        Orphaned.SESSION_SILENT.value: "session(s) silent while the app went on, no ledger",
+    }
+    return ", ".join(f"{n} {words.get(str(reason), str(reason))}" for reason, n in counts.items())
+
+
+def _dead_detail(dead: pd.DataFrame) -> str:
+    owners = sorted(set(dead["owner"].dropna().astype(str)))
+    parts = []
+    reason = dead["orphan_reason"]
+    if reason.eq(Orphaned.LEASE_EXPIRED).any():
+        by = f" held by {', '.join(owners)}" if owners else ""
+        parts.append(
+            "their ledger runs are RUNNING with a lease" + by + " that expired before as_of "
+            "(a live worker renews it)"
+        )
+    if reason.eq(Orphaned.REDRIVEN).any():
+        parts.append(
+            "their runs were claimed again and run another invocation since (a sweeper claims "
+            "a run only once its lease ran out)"
+        )
+    if reason.eq(Orphaned.SESSION_SILENT).any():
+        parts.append(
+            "with no ledger, their sessions showed no event for longer than the client timeout "
+            "while other sessions of the app went on (presumed: a ledger row whose lease "
+            "expired would prove it)"
+        )
+    return "; ".join(parts) + "."
+
+
+def _open_action(report: LatencyReport, parameters: Mapping[str, Any]) -> str:
+    """What to do: the fix for the hangs (or how to find it), the orphans flow for the rest."""
+    app = parameters.get("app_name")
+    orphans_flow = "incidentkit run orphans --evidence EVIDENCE --out out/orphans" + (
+        f" -p app_name {app}" if isinstance(app, str) and app else ""
+    )
+    steps = []
+    if len(report.hangs):
+        if len(report.fix):
+            steps.append(
+                "Apply the fix below; then dispose each abandoned invocation (or restart the "
+                "worker)."
+            )
+        else:
+            steps.append(
+                "Find what the hung invocations wait on: take two thread dumps ten seconds "
+                "apart (jcmd <pid> Thread.print -l) while they hang, then dispose each "
+                "abandoned invocation (or restart the worker)."
+            )
+    if len(report.orphans):
+        runs = report.orphans["run_id"].dropna().nunique()
+        what = f"the {runs} ledger run(s) they belong to" if runs else "their runs"
+        steps.append(
+            f"The worker died: no timeout fix applies to its {len(report.orphans)} "
+            f"invocation(s). Recover {what} with the orphans flow ({orphans_flow}), which "
+            "says which to re-drive, park or mark done, and find why the worker stopped (its "
+            "exit code, an out-of-memory kill, a deploy)."
+        )
+    return " ".join(steps)
 
 
 def _contention(report: LatencyReport, limit: int | None) -> Finding | None:
@@ -208,7 +292,7 @@ def latency_findings(
             )
         )
     threads = (*lock_owner_items(report, row_limit), *stuck_items(report, row_limit))
-    for item in (_cliff(report), *_open(report, row_limit), *threads):
+    for item in (_cliff(report), *_open(report, row_limit, parameters or {}), *threads):
         if item is not None:
             items.append(item)
     spinning = spinning_item(report, row_limit)
@@ -239,6 +323,7 @@ def latency_findings(
     summary = {
         "runs": len(series),
         "open_invocations": len(report.open),
+        "orphaned_invocations": len(report.orphans),
         "run_starts_since_cliff": report.run_starts_since_cliff,
         "stuck_threads": int(report.stalls["count"].sum()),
         "errors": int(series["error"].sum()),

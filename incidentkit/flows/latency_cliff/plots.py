@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from incidentkit.flows.latency_cliff.triage import LatencyReport
-from incidentkit.plotting import SECOND, date_numbers, new_axes, utc_time_axis
+from incidentkit.plotting import SECOND, date_numbers, new_axes, plain_log_axis, utc_time_axis
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -66,6 +66,7 @@ def plot_latency(report: LatencyReport, *, ax: Axes | None = None) -> Axes:
             color="#b25e09",
         )
     ax.set_yscale("log")
+    plain_log_axis(ax.yaxis)  # 1, 2, 5, 10 ... s, not 10^0
     ax.set_ylabel("latency (s, log scale)")
     left = float(np.nanmin(date_numbers(buckets["bucket"])))
     right = float(np.nanmax(date_numbers(buckets["bucket"] + report.bucket)))

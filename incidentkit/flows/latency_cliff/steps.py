@@ -161,7 +161,7 @@ SHOWN: Mapping[str, tuple[str, ...]] = {
     "buckets": ("bucket", "runs", "ended", "open", "errors", "p50_ms", "p95_ms", "p99_ms"),
     "open": (
         *("invocation_id", "run_id", "started_at", "open_for_s"),
-        *("last_event_kind", "tool", "call_id"),
+        *("last_event_kind", "tool", "call_id", "orphaned", "orphan_reason"),
     ),
     "by_last_event": ("last_event_kind", "tool", "count", "invocation_ids"),
     "stalls": (

@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+import numpy as np
 import pandas as pd
 
 from incidentkit.flows._frames import as_columns
@@ -18,7 +19,12 @@ from incidentkit.flows.common import Frames
 from incidentkit.flows.latency_cliff import cliff as cp
 from incidentkit.flows.latency_cliff.baseline import LatencyBaseline, compared
 from incidentkit.flows.latency_cliff.fixes import FIX_COLUMNS, fixes
-from incidentkit.flows.latency_cliff.hangs import by_last_event, open_invocations
+from incidentkit.flows.latency_cliff.hangs import (
+    Orphaned,
+    alive,
+    by_last_event,
+    open_invocations,
+)
 from incidentkit.flows.latency_cliff.latency import (
     LATENCY_COLUMNS,
     SOURCE_LABELS,
@@ -77,6 +83,8 @@ class LatencyReport:
     cliff: pd.DataFrame
     changes: tuple[cp.Change, ...]
     open: pd.DataFrame
+    """Invocations open past the client timeout (:data:`.hangs.OPEN_COLUMNS`): hangs, and the
+    orphans of a dead worker (``orphaned``)."""
     by_last_event: pd.DataFrame
     disagreements: pd.DataFrame
     thread_groups: pd.DataFrame
@@ -110,6 +118,16 @@ class LatencyReport:
         ended = self.series.loc[~self.series["open"], "ms"].dropna()
         p95 = float(ended.quantile(0.95)) if len(ended) else math.nan
         return compared(self.baseline, before_ms=None, after_ms=p95)
+
+    @property
+    def hangs(self) -> pd.DataFrame:
+        """Open invocations past the client timeout whose worker lives: they hang."""
+        return self.open.loc[~self.open["orphaned"]]
+
+    @property
+    def orphans(self) -> pd.DataFrame:
+        """Open invocations past the client timeout whose worker died (``orphan_reason``)."""
+        return self.open.loc[self.open["orphaned"]]
 
     @property
     def has_cliff(self) -> bool:
@@ -285,12 +303,6 @@ def triage_latency(
             "a hang."
         )
     series = _censored(best, opens if open_source != source else best.iloc[0:0], as_of)
-    found, changes = cp.find_cliff(series["ms"])
-    cliff = (
-        cliff_row(series, found, bucket, source or "")
-        if found is not None and source is not None
-        else as_columns(pd.DataFrame(columns=list(CLIFF_COLUMNS)), CLIFF_COLUMNS)
-    )
     hung = open_invocations(
         series,
         frames.events,
@@ -302,10 +314,24 @@ def triage_latency(
     )
     if frames.events.empty and len(hung):
         notes.append("No event log: what each open invocation waits on is unknown (no_events).")
+    proven = hung["orphaned"] & hung["orphan_reason"].ne(Orphaned.SESSION_SILENT)
     seen = read_threads(
-        frames.threads, hung["tool"].dropna().unique(), jfr_samples=jfr_samples, jfr_locks=jfr_locks
+        frames.threads,
+        hung.loc[~proven, "tool"].dropna().unique(),
+        jfr_samples=jfr_samples,
+        jfr_locks=jfr_locks,
     )
-    notes += seen.notes
+    hung = alive(hung, hung["tool"].isin(seen.groups.loc[~seen.groups["idle"], "tool"]))
+    hung = _queued(series, hung)
+    if len(frames.threads) or (~hung["orphaned"]).any() or jfr_samples is not None:
+        notes += seen.notes  # a dead worker's runs need no thread dump
+    notes += _orphan_notes(hung)
+    found, changes = _live_cliff(series, hung)
+    cliff = (
+        cliff_row(series, found, bucket, source or "")
+        if found is not None and source is not None
+        else as_columns(pd.DataFrame(columns=list(CLIFF_COLUMNS)), CLIFF_COLUMNS)
+    )
     others = {name: frame for name, frame in by_source.items() if name != source}
     disagreements = cross_check(best, others) if source else cross_check(best, {})
     report = LatencyReport(
@@ -334,6 +360,50 @@ def triage_latency(
     return _with_fix(report)
 
 
+def _live_cliff(series: pd.DataFrame, hung: pd.DataFrame) -> tuple[int | None, list[cp.Change]]:
+    """The cliff of the invocations whose worker lived: an orphan's age says when its worker
+    died, not how slow anything was. Positions are of ``series``."""
+    dead = series["invocation_id"].isin(hung.loc[hung["orphaned"], "invocation_id"].dropna())
+    if not dead.any():
+        return cp.find_cliff(series["ms"])
+    kept = np.flatnonzero(~dead.to_numpy())
+    found, changes = cp.find_cliff(series["ms"].iloc[kept].reset_index(drop=True))
+    moved = [replace(change, at=int(kept[change.at])) for change in changes]
+    return (None if found is None else int(kept[found])), moved
+
+
+def _queued(series: pd.DataFrame, hung: pd.DataFrame) -> pd.DataFrame:
+    """``hung`` with the presumed orphans (no ledger) that started after a cliff of the live
+    invocations counted as hangs: a worker that dies leaves the others as fast as before,
+    while a stalled dependency slows everyone queued behind it."""
+    presumed = hung["orphan_reason"].eq(Orphaned.SESSION_SILENT)
+    if not presumed.any():
+        return hung
+    found, _ = _live_cliff(series, hung)
+    if found is None:
+        return hung
+    return alive(hung, presumed & hung["started_at"].ge(series["started_at"].iloc[found]))
+
+
+def _orphan_notes(hung: pd.DataFrame) -> list[str]:
+    """What the orphans among the open invocations are, and what the flow does with them."""
+    dead = hung.loc[hung["orphaned"]]
+    if dead.empty:
+        return []
+    silent = dead["orphan_reason"].eq(Orphaned.SESSION_SILENT)
+    how = (
+        "their ledger runs show the worker died (a lease that ran out, or a run re-driven since)"
+        if not silent.any()
+        else "with no ledger, their sessions went silent past the client timeout while other "
+        "sessions of the app went on (presumed: a ledger row whose lease expired proves it)"
+    )
+    return [
+        f"{len(dead)} of the {len(hung)} open invocation(s) are orphans, not hangs: {how}. "
+        "They are left out of the cliff's series (an orphan's age is not latency) and get no "
+        "timeout fix; the orphans flow says what to do with each run."
+    ]
+
+
 def _empty(columns: Mapping[str, str]) -> pd.DataFrame:
     return as_columns(pd.DataFrame(columns=list(columns)), columns)
 
@@ -354,7 +424,7 @@ def _with_fix(report: LatencyReport) -> LatencyReport:
     before the call), else, past a cliff, the tool most open invocations wait on. A hang with
     neither (an orphan of a dead worker, a model call in flight) gets no tool fix."""
     tied = report.stalls.loc[report.stalls["tool"].notna()]
-    waiting = report.open.loc[~report.open["lease_expired"], "tool"].dropna()
+    waiting = report.hangs["tool"].dropna()
     lock: str | None = None
     holder: str | None = None
     if len(tied):

@@ -17,17 +17,23 @@ import pandas as pd
 from incidentkit.errors import IncidentkitError
 from incidentkit.flows.common import Frames
 
-LINE_COLUMNS = ["check", "severity", "count", "title", "flow", "evidence", "detail", "session_id"]
+LINE_COLUMNS = [
+    *("check", "severity", "count", "title", "flow", "evidence", "detail", "session_id"),
+    "keys",
+]
 """One row per check: what was checked, how urgent (``CRITICAL``, ``WARNING``, ``INFO``,
 ``NOT_CHECKED``), how many rows it found, in words, the flow to open next, the evidence it
-reads first, and the session to open it on (the one-session flows need one)."""
+reads first, the session to open it on (the one-session flows need one) and the state keys to
+judge there (``k1,k2``; the state check's lines only)."""
 SEVERITY_RANK = {"CRITICAL": 0, "WARNING": 1, "INFO": 2, "NOT_CHECKED": 3}
 CHECKS = (
     "open-past-timeout",
     "latency-cliff",
     "over-call-limit",
     "orphans",
+    "dead-worker",
     "quiet-errors",
+    "state-can-vanish",
     "overlapping-invocations",
     "growing-classes",
     "heap-growth",
@@ -48,12 +54,15 @@ SYMPTOMS: Mapping[str, Symptom] = {
         "the diagnostics log (run.start lines with no run.end), then the last event of those "
         "invocations in the event log, then two thread dumps a few seconds apart; not the "
         "trace UI: a stuck request's span is never exported",
-        ("open-past-timeout", "latency-cliff", "orphans", "quiet-errors", "over-call-limit"),
+        (
+            *("open-past-timeout", "dead-worker", "latency-cliff", "orphans", "quiet-errors"),
+            "over-call-limit",
+        ),
     ),
     "slow": Symptom(
         "the spans (invocation, call_llm and execute_tool durations) and the diagnostics log's "
         "run.end ms, per minute: a change point says when it started",
-        ("latency-cliff", "open-past-timeout", "over-call-limit", "quiet-errors"),
+        ("latency-cliff", "open-past-timeout", "dead-worker", "over-call-limit", "quiet-errors"),
     ),
     "cost": Symptom(
         "the diagnostics log's run.end llmCalls and the model spans' token usage, per "
@@ -61,24 +70,28 @@ SYMPTOMS: Mapping[str, Symptom] = {
         ("over-call-limit", "latency-cliff", "quiet-errors"),
     ),
     "forgot": Symptom(
-        "the event log: the session's dump and its state deltas (incidentkit session ID), "
-        "then its stored state",
-        ("overlapping-invocations", "quiet-errors", "orphans"),
+        "the event log's sessions where state can vanish (temp: keys; partial events; tool "
+        "answers with no delta; overlapping invocations), then the session's dump and its "
+        "state deltas (incidentkit session ID), then its stored state",
+        ("state-can-vanish", "overlapping-invocations", "quiet-errors", "orphans"),
     ),
     "crash": Symptom(
         "the run ledger (RUNNING rows whose lease expired), then the event log's last events "
         "and the side-effect journal of those runs",
-        ("orphans", "open-past-timeout", "growing-classes", "heap-growth", "quiet-errors"),
+        (
+            *("orphans", "dead-worker", "open-past-timeout", "growing-classes", "heap-growth"),
+            "quiet-errors",
+        ),
     ),
     "errors": Symptom(
         "the event log's error codes and the diagnostics log's model/tool/run.error and "
         "rx.undeliverable lines: many errors never become exceptions",
-        ("quiet-errors", "open-past-timeout", "over-call-limit", "orphans"),
+        ("quiet-errors", "open-past-timeout", "dead-worker", "over-call-limit", "orphans"),
     ),
     "restarts": Symptom(
         "two GC.class_histogram dumps an hour apart (which classes grow), then the ledger's "
         "orphans each restart left",
-        ("growing-classes", "heap-growth", "orphans", "open-past-timeout"),
+        ("growing-classes", "heap-growth", "orphans", "dead-worker", "open-past-timeout"),
     ),
 }
 """The triage card: each symptom's first evidence and the checks it lists first."""
@@ -106,6 +119,7 @@ def _line(
     evidence: str,
     detail: str = "",
     session_id: str | None = None,
+    keys: str | None = None,
 ) -> dict[str, Any]:
     return {
         "check": check,
@@ -116,6 +130,7 @@ def _line(
         "evidence": evidence,
         "detail": detail,
         "session_id": session_id,
+        "keys": keys,
     }
 
 
@@ -133,33 +148,83 @@ def _latency(frames: Frames, as_of: pd.Timestamp, profile: Profile) -> list[dict
         return [
             _not_checked("open-past-timeout", flow, evidence, why),
             _not_checked("latency-cliff", flow, evidence, why),
+            _not_checked("dead-worker", "orphans", evidence, why),
         ]
-    opened = len(report.open)
-    tools = report.open["tool"].dropna().value_counts() if "tool" in report.open else None
-    waiting = f", most waiting on {tools.index[0]}" if tools is not None and len(tools) else ""
+    timeout = f"{profile.client_timeout_s:g} s client timeout"
+    hangs, dead = report.hangs, report.orphans
+    tools = hangs["tool"].dropna().value_counts()
+    waiting = f", most waiting on {tools.index[0]}" if len(tools) else ""
+    also = f"; {len(dead)} more belong to a dead worker (dead-worker line)" if len(dead) else ""
     open_line = _line(
         "open-past-timeout",
-        "CRITICAL" if opened else "INFO",
-        opened,
-        f"{opened} invocation(s) open past the {profile.client_timeout_s:g} s client timeout"
-        + waiting,
+        "CRITICAL" if len(hangs) else "INFO",
+        len(hangs),
+        f"{len(hangs)} invocation(s) open past the {timeout}{waiting}{also}",
         flow,
         f"{report.open_source or report.source}",
     )
-    if report.has_cliff:
-        row = report.cliff.iloc[0]
-        cliff = _line(
-            "latency-cliff",
-            "WARNING",
-            report.run_starts_since_cliff,
-            f"latency fell off a cliff at {pd.Timestamp(row['at']):%H:%M} UTC: p95 "
-            f"{row['p95_before_ms'] / 1000:.3g} s → {row['p95_after_ms'] / 1000:.3g} s",
-            flow,
-            report.source,
+    return [open_line, _dead_line(report, timeout), _cliff_line(report, flow)]
+
+
+def _dead_line(report: Any, timeout: str) -> dict[str, Any]:
+    """The open invocations whose worker died: orphans, for the orphans flow."""
+    from incidentkit.flows.latency_cliff.hangs import Orphaned
+
+    dead = report.orphans
+    evidence = "run ledger (leases), event log"
+    if dead.empty:
+        return _line(
+            "dead-worker", "INFO", 0, "no open invocation of a dead worker", "orphans", evidence
         )
-    else:
-        cliff = _line("latency-cliff", "INFO", 0, "no latency change point", flow, report.source)
-    return [open_line, cliff]
+    reason = dead["orphan_reason"]
+    owners = sorted(set(dead["owner"].dropna().astype(str)))
+    why = []
+    if reason.eq(Orphaned.LEASE_EXPIRED).any():
+        whose = f" ({', '.join(owners)})" if owners else ""
+        why.append(f"{int(reason.eq(Orphaned.LEASE_EXPIRED).sum())} ledger lease(s) expired{whose}")
+    if reason.eq(Orphaned.REDRIVEN).any():
+        why.append(f"{int(reason.eq(Orphaned.REDRIVEN).sum())} run(s) re-driven since")
+    if reason.eq(Orphaned.SESSION_SILENT).any():
+        why.append(
+            f"{int(reason.eq(Orphaned.SESSION_SILENT).sum())} session(s) silent while the app "
+            "went on (no ledger: presumed)"
+        )
+    return _line(
+        "dead-worker",
+        "WARNING",
+        len(dead),
+        f"{len(dead)} invocation(s) open past the {timeout} are orphans, not hangs: the "
+        f"worker died ({'; '.join(why)})",
+        "orphans",
+        evidence,
+    )
+
+
+def _cliff_line(report: Any, flow: str) -> dict[str, Any]:
+    """The latency change point, a cliff only where latency rose (the latency flow's rule),
+    told in the measure that rose: every run's latency, an open one at its age."""
+    if not report.has_cliff:
+        return _line("latency-cliff", "INFO", 0, "no latency change point", flow, report.source)
+    row = report.cliff.iloc[0]
+    before = report.series.iloc[: report.cliff_index]
+    after = report.series.iloc[report.cliff_index :]
+    before = before.loc[~before["invocation_id"].isin(report.orphans["invocation_id"])]
+    after = after.loc[~after["invocation_id"].isin(report.orphans["invocation_id"])]
+    said = []
+    for q in (0.95, 0.5):
+        low, high = float(before["ms"].quantile(q)), float(after["ms"].quantile(q))
+        if high > low:
+            said.append(f"p{round(q * 100)} {low / 1000:.3g} s → {high / 1000:.3g} s")
+    rose = said[0] if said else "latency rose"
+    return _line(
+        "latency-cliff",
+        "WARNING",
+        report.run_starts_since_cliff,
+        f"latency rose at {pd.Timestamp(row['at']):%H:%M} UTC: {rose} (open invocations "
+        "counted at their age)",
+        flow,
+        report.source,
+    )
 
 
 def _runaway(frames: Frames, as_of: pd.Timestamp, profile: Profile) -> dict[str, Any]:
@@ -269,6 +334,89 @@ def _overlaps(frames: Frames) -> dict[str, Any]:
     )
 
 
+STATE_LINES = 5
+"""The sessions where state can vanish the card lists per app, most suspicious first."""
+
+
+def _state(frames: Frames, symptom: str | None) -> list[dict[str, Any]]:
+    """The sessions where state can vanish (:mod:`incidentkit.flows.vanished_state.suspects`),
+    each with the keys to judge there: a line per session (at most :data:`STATE_LINES`) for
+    ``forgot`` or a stored value lost, WARNING; else one line for the record, INFO. With
+    nothing found, what was checked."""
+    from incidentkit.flows.vanished_state.suspects import state_suspects
+
+    flow, evidence = "vanished_state", "event log (state deltas), stored state, ledger"
+    if frames.events.empty:
+        return [_not_checked("state-can-vanish", flow, evidence, "no stored event of this app")]
+    found = state_suspects(
+        frames.events,
+        frames.calls,
+        frames.responses,
+        frames.state_writes,
+        stored=frames.session_state,
+        runs=frames.runs,
+    )
+    suspects = found.suspects
+    if suspects.empty:
+        if not found.keys:
+            return [
+                _not_checked(
+                    "state-can-vanish",
+                    flow,
+                    evidence,
+                    f"no key to examine: no session of the {found.sessions} holds or wrote a "
+                    "state key the evidence keeps (a temp: key a store trimmed, or a direct "
+                    "session.state write, leaves none); name the key the customer misses and "
+                    "run vanished_state on their session",
+                )
+            ]
+        return [
+            _line(
+                "state-can-vanish",
+                "INFO",
+                0,
+                f"no session where state can vanish: {found.checked()}",
+                flow,
+                evidence,
+            )
+        ]
+    lost = suspects["differing_keys"].map(len).gt(0)
+    if symptom != "forgot" and not lost.any():
+        top = suspects.iloc[0]
+        return [
+            _line(
+                "state-can-vanish",
+                "INFO",
+                len(suspects),
+                f"{len(suspects)} session(s) where state can vanish (of {found.sessions}); "
+                f"the most suspicious, {top['session_id']}: {top['why']}",
+                flow,
+                evidence,
+                session_id=str(top["session_id"]),
+                keys=",".join(top["keys"]) or None,
+            )
+        ]
+    lines = []
+    shown = suspects.head(STATE_LINES)
+    for n, row in enumerate(shown.to_dict("records"), start=1):
+        keys = ",".join(row["keys"])
+        lines.append(
+            _line(
+                "state-can-vanish",
+                "WARNING",
+                int(row["signals"]),
+                f"state can vanish in session {row['session_id']} (#{n} of {len(suspects)} "
+                f"among {found.sessions} session(s), score {row['score']}): {row['why']}",
+                flow,
+                evidence,
+                detail=found.checked(),
+                session_id=str(row["session_id"]),
+                keys=keys or None,
+            )
+        )
+    return lines
+
+
 JVM_ARRAYS = {
     "[B": "byte[]",
     "[C": "char[]",
@@ -351,11 +499,12 @@ def triage_card(
     given (its checks first), else by severity; a check that fails on odd evidence is a
     NOT_CHECKED line naming the error, never an exception."""
     steps: list[tuple[tuple[str, ...], str, CheckFn]] = [
-        (("open-past-timeout", "latency-cliff"), "latency_cliff",
+        (("open-past-timeout", "latency-cliff", "dead-worker"), "latency_cliff",
          lambda: _latency(frames, as_of, profile)),
         (("over-call-limit",), "runaway", lambda: [_runaway(frames, as_of, profile)]),
         (("orphans",), "orphans", lambda: [_orphans(frames, as_of, profile)]),
         (("quiet-errors",), "session", lambda: [_errors(frames)]),
+        (("state-can-vanish",), "vanished_state", lambda: _state(frames, symptom)),
         (("overlapping-invocations",), "vanished_state", lambda: [_overlaps(frames)]),
         (("growing-classes",), "overview", lambda: [_growth(histograms)]),
         (("heap-growth",), "overview", lambda: [_heap(jfr_heap, jfr_old_objects)]),

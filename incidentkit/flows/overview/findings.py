@@ -6,6 +6,7 @@ Item ids and row fields are a contract (``docs/findings.md``); scripts read them
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,12 +37,45 @@ GROWING_ROW = [
 HEAP_ROW = ["recording", "gcs", "first_after_bytes", "last_after_bytes", "growth_bytes"]
 CARD_ROW = [
     *("check", "severity", "count", "title", "flow", "evidence"),
-    *("command", "session_id", "link", "report_verdict"),
+    *("command", "session_id", "keys", "link", "report_verdict"),
 ]
+STATE = "state-can-vanish"
+
+
+def with_keys(card: pd.DataFrame) -> pd.DataFrame:
+    """``card`` whose state lines' commands name their session and keys (``-p session_id S
+    -p keys k1,k2``), shell-quoted: ready to paste."""
+    if "command" not in card or "keys" not in card:
+        return card
+    keyed = card["keys"].map(lambda k: isinstance(k, str) and bool(k)) & card["command"].map(
+        lambda c: isinstance(c, str) and " -p session_id " in c
+    )
+    if not keyed.any():
+        return card
+    rows = card.loc[keyed]
+    commands = [
+        f"{command.split(' -p session_id ')[0]} -p session_id {shlex.quote(str(session))} "
+        f"-p keys {shlex.quote(keys)}"
+        for command, session, keys in zip(
+            rows["command"], rows["session_id"], rows["keys"], strict=True
+        )
+    ]
+    out = card.copy()
+    out.loc[keyed, "command"] = pd.Series(commands, index=rows.index, dtype=object)
+    return out
+
+
+def _unexamined(report: OverviewReport) -> bool:
+    """Whether ``forgot`` was reported and no session's keys could be examined: the card
+    cannot say the state is clean."""
+    if report.symptom != "forgot":
+        return False
+    state = report.card.loc[report.card["check"].eq(STATE), "severity"]
+    return state.empty or bool(state.eq("NOT_CHECKED").all())
 
 
 def _card(report: OverviewReport, limit: int | None) -> Finding:
-    card = report.card
+    card = with_keys(report.card)
     urgent = card.loc[card["severity"].isin(["CRITICAL", "WARNING"])]
     if len(urgent):
         top = urgent.iloc[0]
@@ -62,8 +96,21 @@ def _card(report: OverviewReport, limit: int | None) -> Finding:
             elif isinstance(command, str):
                 steps.append(f"the {row['flow']} flow: {command}")
         action = "Open, in this order: " + "; ".join(dict.fromkeys(steps)) + "."
+    elif _unexamined(report):
+        state = card.loc[card["check"].eq(STATE), "title"]
+        why = "; ".join(state) if len(state) else "no check of the app's state ran"
+        title = f"the state was not examined, so the card cannot say it is clean: {why}"
+        severity = Severity.WARNING
+        action = (
+            "Run vanished_state on the customer's session with the key they miss "
+            "(incidentkit run vanished_state --evidence EVIDENCE -p session_id S -p keys K), "
+            "and add the session store (or the event log with its deltas) to the manifest."
+        )
     else:
         title = f"no check of the {len(card)} needs a look"
+        state = card.loc[card["check"].eq(STATE) & card["severity"].eq("INFO"), "title"]
+        if report.symptom == "forgot" and len(state):
+            title += f"; {'; '.join(state)}"
         severity = Severity.INFO
         action = "None; for a reported symptom the card's order says where to look anyway."
     skipped = card.loc[card["severity"].eq("NOT_CHECKED"), "check"]
@@ -173,6 +220,6 @@ def overview_findings(
         "not_checked": int(counts.get("NOT_CHECKED", 0)),
         "rejects": len(rejects),
     }
-    verdict = verdict_of(items, incomplete=len(rejects) > 0)
+    verdict = verdict_of(items, incomplete=len(rejects) > 0 or _unexamined(report))
     provenance = Provenance(title, window, iso_text(report.as_of), dict(parameters or {}))
     return Findings(FLOW, verdict, summary, tuple(items), provenance)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -38,7 +39,7 @@ FLOW = "overview"
 SECTIONS = tuple(dict.fromkeys((*FLOWS[FLOW].sections, "jfr")))
 """The sections whose rejects make the verdict incomplete (a JFR recording among them)."""
 READS = (
-    *("runs", "events", "calls", "responses", "state_writes", "journal"),
+    *("runs", "events", "calls", "responses", "state_writes", "session_state", "journal"),
     *("spans", "diagnostics", "threads"),
 )
 """The frames the flow reads (once, for every app)."""
@@ -134,6 +135,7 @@ def for_app(frames: Frames, app: str) -> Frames:
         calls=by_session(frames.calls),
         responses=by_session(frames.responses),
         state_writes=by_session(frames.state_writes),
+        session_state=frames.session_state.loc[frames.session_state["app_name"].eq(app)],
         journal=frames.journal.loc[frames.journal["invocation_id"].isin(invocations)],
         spans=spans.loc[spans["trace_id"].isin(traces)],
         diagnostics=diagnostics,
@@ -198,12 +200,16 @@ def commands(card: pd.DataFrame, evidence: Evidence) -> pd.Series:
         flow = str(row["flow"])
         if flow == FLOW:
             return None
-        line = f"incidentkit run {flow} --evidence {folder} --out out/{flow}"
+        line = f"incidentkit run {flow} --evidence {shlex.quote(folder)} --out out/{flow}"
         if isinstance(row.get("app"), str):
-            line += f" -p app_name {row['app']}"
+            line += f" -p app_name {shlex.quote(row['app'])}"
         if FLOWS[flow].required:
             session = row.get("session_id")
-            line += f" -p session_id {session if isinstance(session, str) else 'SESSION_ID'}"
+            given = shlex.quote(session) if isinstance(session, str) else "SESSION_ID"
+            line += f" -p session_id {given}"
+        keys = row.get("keys")
+        if isinstance(keys, str) and keys:
+            line += f" -p keys {shlex.quote(keys)}"
         return line
 
     lines: list[str | None] = [
@@ -221,7 +227,7 @@ def findings(report: OverviewReport, evidence: Evidence, settings: Settings) -> 
 SHOWN: Mapping[str, tuple[str, ...]] = {
     "card": (
         *("severity", "app", "check", "title", "count", "evidence"),
-        *("command", "report_verdict", "link"),
+        *("command", "keys", "report_verdict", "link"),
     ),
     "growing": (
         *("class", "first_instances", "last_instances", "first_bytes", "last_bytes"),

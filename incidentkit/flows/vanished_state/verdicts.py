@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import difflib
 import enum
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from incidentkit.flows.vanished_state.state import SessionRef
-from incidentkit.sources.base import canonical_json
+from incidentkit.flows.vanished_state.suspects import answer_texts, key_words, names_key
 
 
 class KeyVerdict(enum.StrEnum):
@@ -333,7 +332,6 @@ def _not_applied(
     )
 
 
-_WORD = re.compile(r"[a-z0-9]+")
 SUSPECTS = 3
 
 
@@ -341,19 +339,15 @@ def suspected_writers(
     key: str, responses: pd.DataFrame, delta_events: pd.Series
 ) -> tuple[dict[str, Any], ...]:
     """Tool answers that mention ``key`` (its name, or a word of it in the tool's name) on an
-    event that carries no delta: where a direct ``session.state`` mutation most likely ran.
-    Those whose tool name shares a word with the key come first; at most :data:`SUSPECTS`."""
-    if responses.empty:
-        return ()
-    bare = key.split(":", 1)[1] if key.startswith(("app:", "user:")) else key
-    words = [w for w in _WORD.findall(bare.lower()) if len(w) >= 3]
-    if not words:
+    event that carries no delta: where a direct ``session.state`` mutation most likely ran
+    (:func:`.suspects.names_key`, the rule the triage card also uses). Those whose tool name
+    shares a word with the key come first; at most :data:`SUSPECTS`."""
+    if responses.empty or not key_words(key):
         return ()
     quiet = responses.loc[~responses["event_id"].isin(delta_events)]
-    names = quiet["name"].fillna("").str.lower()
-    by_name = names.map(lambda name: any(w in name for w in words)).astype(bool)
-    text = quiet["response"].map(lambda r: canonical_json(r).lower())
-    by_text = text.str.contains(bare.lower(), regex=False)
+    by_name, by_text = names_key(
+        key, quiet["name"].fillna("").astype("str").str.lower(), answer_texts(quiet)
+    )
     hits = quiet.assign(rank=(~by_name).astype(int)).loc[by_name | by_text]
     ordered = hits.sort_values(["rank", "ts"], kind="stable").head(SUSPECTS)
     return tuple(

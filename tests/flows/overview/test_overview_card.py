@@ -83,16 +83,65 @@ def test_a_crash_opens_the_orphans_of_the_ledger() -> None:
     assert first["count"] == len(expected["orphans"])
 
 
-def test_forgot_opens_the_overlapping_invocations_of_the_session() -> None:
+def test_forgot_opens_the_session_where_state_vanished_with_its_keys() -> None:
     expected = truth("vanished_state")
     found = card("vanished_state", symptom="forgot")
     first = found.iloc[0]
-    assert (first["check"], first["app"], first["count"]) == (
-        "overlapping-invocations",
+    assert (first["check"], first["app"], first["severity"], first["flow"]) == (
+        "state-can-vanish",
         expected["app_name"],
-        1,
+        "WARNING",
+        "vanished_state",
     )
-    assert expected["session_id"] in first["title"]
+    assert first["session_id"] == expected["session_id"]
+    # the keys the evidence shows vanish by ADK's rules: a temp: key, a partial-only key, and
+    # the key the overlapping invocations raced on (not the overwritten or removed ones)
+    vanish = {"temp_prefix", "partial_only", "raced"}
+    shown = {k["key"] for k in expected["keys"] if k["diagnosis"] in vanish}
+    assert set(first["keys"].split(",")) == shown
+    overlap = line(found, "overlapping-invocations", expected["app_name"])
+    assert overlap["severity"] == "WARNING" and expected["session_id"] in overlap["title"]
+
+
+def test_forgot_puts_the_keys_in_the_command_and_never_says_clean_unexamined(
+    tmp_path: Path,
+) -> None:
+    expected = truth("vanished_state")
+    incident, settings = ov.setup(FIXTURES / "vanished_state", symptom="forgot")
+    found = ov.findings(ov.triage(incident, settings), incident, settings)
+    item = next(i for i in found.items if i.id == "overview/card")
+    assert f"-p session_id {expected['session_id']} -p keys " in item.action
+    row = next(r for r in item.rows if r["check"] == "state-can-vanish")
+    assert row["command"].endswith(f"-p keys {row['keys']}")
+    # an app whose events carry no state at all: the card cannot say the state is clean
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    lines = (FIXTURES / "healthy" / "events.jsonl").read_text().splitlines()
+    kept = [x for x in lines if '"appName":"expenses"' in x]
+    (bare / "events.jsonl").write_text("\n".join(kept) + "\n")
+    (bare / "evidence.toml").write_text('[events]\npath = "events.jsonl"\n')
+    incident, settings = ov.setup(bare, symptom="forgot")
+    report = ov.triage(incident, settings)
+    state = report.card.loc[report.card["check"].eq("state-can-vanish")]
+    assert (
+        list(state["severity"]) == ["NOT_CHECKED"] and "no key to examine" in state.iloc[0]["title"]
+    )
+    found = ov.findings(report, incident, settings)
+    assert found.verdict.value == "INCOMPLETE_EVIDENCE"
+    title = next(i.title for i in found.items if i.id == "overview/card")
+    assert "cannot say it is clean" in title
+
+
+def test_a_crash_without_a_symptom_opens_the_orphans_not_the_latency_flow() -> None:
+    expected = truth("crash_recovery")
+    for symptom in ("", "spinner", "slow"):
+        found = card("crash_recovery", symptom=symptom, app_name="invoicing")
+        urgent = found.loc[found["severity"].isin(["CRITICAL", "WARNING"])]
+        assert urgent.iloc[0]["flow"] == "orphans", (symptom, urgent.iloc[0]["title"])
+        assert "latency_cliff" not in set(urgent["flow"]), urgent.to_dict("records")
+        dead = line(found, "dead-worker", "invoicing")
+        workers = {o["owner"] for o in expected["orphans"]}
+        assert all(w in dead["title"] for w in workers) and "worker died" in dead["title"]
 
 
 def test_every_app_of_the_healthy_pack_needs_no_look() -> None:
@@ -145,7 +194,10 @@ def test_the_lines_carry_the_command_that_opens_their_flow() -> None:
     folder = os.path.relpath(FIXTURES / "vanished_state")  # the tests run from the checkout
     assert first["command"] == (
         f"incidentkit run vanished_state --evidence {folder} --out out/vanished_state "
-        f"-p app_name {expected['app_name']} -p session_id {expected['session_id']}"
-    )
+        f"-p app_name {expected['app_name']} -p session_id {expected['session_id']} "
+        f"-p keys {first['keys']}"
+    )  # the keys the session's suspects name, ready to paste
+    lost = {k["key"] for k in expected["keys"] if k["diagnosis"] in ("temp_prefix", "raced")}
+    assert lost <= set(first["keys"].split(","))
     slow = card("slow_death", symptom="restarts").iloc[0]
     assert slow["command"] is None and "byte[] ([B)" in slow["title"]
