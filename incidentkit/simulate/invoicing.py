@@ -1,4 +1,4 @@
-"""The invoicing flow of seed 000: ``invoice_flow`` = draft_agent → billing_agent → notify_agent.
+"""The invoicing flow: ``invoice_flow`` = draft_agent → billing_agent → notify_agent.
 
 The billing agent calls ``sendInvoice``; the tool journals by business key
 (``send-invoice:{invoiceId}``): intent before ``billing.send``, done after. Steps are separate so

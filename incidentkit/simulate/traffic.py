@@ -43,7 +43,7 @@ APP_KEY_TEMPLATES: dict[str, dict[str, str]] = {
 APP_SETTINGS: dict[str, dict[str, int | list[str]]] = {
     "support": {"client_timeout_s": 60, "loop_exit_keys": ["review:approved"]}
 }
-"""Other ``[apps.<app>]`` settings the simulated incidents assume: seed 003's 60 s client
+"""Other ``[apps.<app>]`` settings the simulated incidents assume: the 60 s client
 timeout, and the state key that ends the review loop (the runaway scenario's loop agent). No
 ``max_llm_calls``: the limit error names it."""
 APPS = ("support", "travel", "invoicing", "expenses")

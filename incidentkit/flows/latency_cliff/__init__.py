@@ -1,4 +1,4 @@
-"""The latency cliff (seed 003): when p95 jumped, which invocations hang and on what, which
+"""The latency cliff: when p95 jumped, which invocations hang and on what, which
 threads are stuck, and the fix.
 
 - ``latency``: latency per invocation from the best source, cross-checked, per bucket;

@@ -1,4 +1,4 @@
-"""The fix for a tool that blocks on a slowed dependency, in the order it ships (seed 003).
+"""The fix for a tool that blocks on a slowed dependency, in the order it ships.
 
 A read timeout on the client, a structured "unavailable" result the model can explain, a
 reactive ``.timeout`` on the tool's wrapper as a second guard, and an alert on invocations open

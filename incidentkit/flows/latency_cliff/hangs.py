@@ -2,11 +2,11 @@
 whether its worker died (an orphan, not a hang).
 
 A hung invocation fails nothing, so no error alert fires; the diagnostics log shows a
-``run.start`` with no ``run.end``, and the session's last event says where it waits (seed 003):
+``run.start`` with no ``run.end``, and the session's last event says where it waits:
 a function call with no response is a tool that never returned; a user message or a function
 response as the last event means a model call is in flight; no event at all means the run
 never reached the log. An invocation of a worker that died looks the same in those logs;
-the ledger tells them apart (seed 000: a row whose lease expired belongs to a dead worker).
+the ledger tells them apart (a row whose lease expired belongs to a dead worker).
 """
 
 from __future__ import annotations

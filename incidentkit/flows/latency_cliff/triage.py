@@ -1,4 +1,4 @@
-"""The latency cliff flow's pure core (seed 003): when latency fell off a cliff, which
+"""The latency cliff flow's pure core: when latency fell off a cliff, which
 invocations hang and on what, which threads are stuck, and the fix.
 
 :func:`triage_latency` takes frames, never reads evidence, and returns a

@@ -1,4 +1,4 @@
-"""Orphan classification (seed 000): every run in flight at ``as_of``, what happened, what to do.
+"""Orphan classification: every run in flight at ``as_of``, what happened, what to do.
 
 - ``triage``: :func:`classify_orphans` and :class:`OrphanReport`, the flow's pure core;
 - ``classes``, ``journal``, ``actions``, ``views``: its steps (locate and classify each run,

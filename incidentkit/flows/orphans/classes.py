@@ -1,4 +1,4 @@
-"""Seed 000's classifier for every run at once: find its invocation in the log, then its class.
+"""A sweeper's classifier for every run at once: find its invocation in the log, then its class.
 
 Merges and group-bys over the whole log; no per-run query and no loop over events.
 """
@@ -16,7 +16,7 @@ from incidentkit.frames import STR, require_columns, spec_of
 
 
 class OrphanClass(enum.StrEnum):
-    """What the log says about a run (seed 000's classifier, plus UNKNOWN)."""
+    """What the log says about a run (a sweeper's classes, plus UNKNOWN)."""
 
     NOT_STARTED = "NOT_STARTED"
     MODEL_INFLIGHT = "MODEL_INFLIGHT"
@@ -72,7 +72,7 @@ def read_log(events: pd.DataFrame) -> Log:
 
 def locate(runs: pd.DataFrame, log: Log) -> pd.DataFrame:
     """Ledger rows (``row``: position) with their session code ``sk`` (-1: no events) and
-    invocation id: the ledger's, else recovered from the user event (seed 000)."""
+    invocation id: the ledger's, else recovered from the user event."""
     cols = ["run_id", "app_name", "user_id", "session_id", "invocation_id", "request"]
     cols += ["status", "owner", "lease_until", "attempts", "started_at"]
     out = runs[cols].reset_index(drop=True)
@@ -119,7 +119,7 @@ def locate(runs: pd.DataFrame, log: Log) -> pd.DataFrame:
 def answered(calls: pd.DataFrame, responses: pd.DataFrame) -> np.ndarray:
     """Positional flags: which calls a response of their session and invocation answers.
 
-    A missing call id matches a missing one, as the seed's ``fc.id().orElse("")`` does.
+    A missing call id matches a missing one, as a sweeper's ``fc.id().orElse("")`` does.
     """
     on = ["session_id", "invocation_id", "cid"]
     asked = calls[["session_id", "invocation_id"]].assign(cid=calls["call_id"].fillna(""))
@@ -154,7 +154,7 @@ def answers(final: pd.Series, error_code: pd.Series) -> pd.Series:
 def classify(
     located: pd.DataFrame, unanswered: pd.DataFrame, terminal: tuple[str, ...]
 ) -> pd.DataFrame:
-    """The seed's classify(), in its order, for every located run (joined to its invocation).
+    """A sweeper's classify(), in its order, for every located run (joined to its invocation).
 
     ACTUALLY_DONE asks for the terminal agent's answer (:func:`answers`), not any final event.
     """
@@ -182,7 +182,7 @@ def classify(
 
 
 def run_invocations(runs: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
-    """Each run's invocation id: the ledger's, or else its user event's (seed 000's recovery).
+    """Each run's invocation id: the ledger's, or else its user event's (as a sweeper recovers it).
 
     Returns run_id, session_id, invocation_id and invocation_source ("ledger", "user_event",
     or missing when neither names one), in ledger order.

@@ -63,7 +63,7 @@ def setup(
 
 
 def sweep(evidence: Evidence, settings: Settings) -> OrphanReport:
-    """Classify every non-terminal run of the app's ledger at ``as_of`` (seed 000).
+    """Classify every non-terminal run of the app's ledger at ``as_of``.
 
     The ledger is read with the evidence's filters. Events and the journal are then read from
     the earliest start of those runs up to ``as_of``: a run still RUNNING may have started

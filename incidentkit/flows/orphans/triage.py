@@ -1,6 +1,6 @@
-"""Orphan classification (seed 000): every run in flight at ``as_of``, what happened, what to do.
+"""Orphan classification: every run in flight at ``as_of``, what happened, what to do.
 
-:func:`classify_orphans` applies the seed's sweeper classifier to the whole ledger in one
+:func:`classify_orphans` applies a recovery sweeper's classifier to the whole ledger in one
 vectorised pass (merges and group-bys; no per-run query, no loop over events), then looks up
 each unanswered call in the side-effect journal by business key and writes the action an
 on-call engineer takes. ``docs/orphans.md`` explains every class, verdict and action.
@@ -167,7 +167,7 @@ def classify_orphans(
     key_templates: Mapping[str, str] | None = None,
     attempts_cap: int = 3,
 ) -> OrphanReport:
-    """Classify every non-terminal run of the ledger at ``as_of`` as seed 000's sweeper would.
+    """Classify every non-terminal run of the ledger at ``as_of`` as a recovery sweeper would.
 
     ``terminal_agent`` names the agent whose final response ends a run (one name or several).
     ``key_templates`` maps each tool with a side effect to its business-key template, filled

@@ -1,4 +1,4 @@
-"""The overview flow: the triage card (seed 003, "start from the symptom"), every flow's cheap
+"""The overview flow: the triage card, every flow's cheap
 check on every app of the incident, ordered by the reported symptom; and slow death, the
 classes that grow between heap histograms.
 

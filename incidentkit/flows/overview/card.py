@@ -1,4 +1,4 @@
-"""The triage card (seed 003: let the reported symptom choose the first evidence source): the
+"""The triage card (let the reported symptom choose the first evidence source): the
 cheap check of every flow on one app's frames, each a line with its count, its severity and
 the flow to open next, ordered by the symptom the user reports.
 

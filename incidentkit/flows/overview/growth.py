@@ -32,7 +32,7 @@ from incidentkit.frames import BOOL, FLOAT, INT, NINT, OBJ, STR, cast_columns, r
 
 
 class Culprit(enum.StrEnum):
-    """What usually retains the classes that grow (seed 003, "Slow death")."""
+    """What usually retains the classes that grow."""
 
     RUNNERS = "runners or agent trees held in an unbounded map"
     SESSIONS = "the in-memory session service in a production profile"

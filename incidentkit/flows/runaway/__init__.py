@@ -1,4 +1,4 @@
-"""Runaway model calls (seed 003): model calls per invocation, a ``maxLlmCalls`` set from data,
+"""Runaway model calls: model calls per invocation, a ``maxLlmCalls`` set from data,
 and the loop that burned them.
 
 - ``counts``: model calls per invocation from each source, cross-checked;

@@ -1,6 +1,6 @@
 """Model calls per invocation, from each source that counts them, and where they disagree.
 
-Three sources count an invocation's model calls (seed 003): the diagnostics plugin's
+Three sources count an invocation's model calls: the diagnostics plugin's
 ``run.end llmCalls=`` (its ``run.many_llm_calls`` warnings give a lower bound when the run never
 ended), the ``call_llm`` / ``generate_content`` spans, and the model-authored events (an event
 of an agent that carries no function response: each model call stores one, its text or its

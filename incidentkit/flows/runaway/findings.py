@@ -46,7 +46,7 @@ FIXES = {
     Signature.LOOP_AGENT_EXIT_NEVER_WRITTEN: "Loop: have a sub-agent write the exit key (or "
     "escalate), and give the LoopAgent max_iterations.",
 }
-"""The fix of each loop signature (seed 003); an action names only the kinds found."""
+"""The fix of each loop signature; an action names only the kinds found."""
 CAVEAT = (
     "Give a long-running agent (a batch job, a research agent) its own RunConfig with a higher "
     "limit instead of raising the global one."

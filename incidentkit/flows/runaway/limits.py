@@ -156,7 +156,7 @@ def nice_ceiling(value: float) -> int:
 
 def recommend(healthy_calls: pd.Series) -> tuple[float, int | None]:
     """The healthy p99 of model calls per invocation and the recommended ``maxLlmCalls``,
-    about three times it, rounded up (seed 003: p99 9 → 30); None without healthy runs."""
+    about three times it, rounded up (a measured p99 of 9 gives 30); None without healthy runs."""
     values = healthy_calls.dropna().to_numpy(dtype=float)
     if not len(values):
         return math.nan, None

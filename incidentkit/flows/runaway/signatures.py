@@ -1,4 +1,4 @@
-"""Loop signatures in the event log, per invocation, each with the rows that prove it (seed 003).
+"""Loop signatures in the event log, per invocation, each with the rows that prove it.
 
 - ``transfer_ping_pong``: ``transferToAgent`` alternates between two agents (two agents whose
   descriptions claim the same task hand the conversation back and forth);

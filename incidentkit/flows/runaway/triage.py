@@ -1,4 +1,4 @@
-"""The runaway flow's pure core (seed 003): model calls per invocation from every source, the
+"""The runaway flow's pure core: model calls per invocation from every source, the
 invocations that hit ``maxLlmCalls`` or loop, a limit set from the healthy ones, and what the
 loops cost.
 

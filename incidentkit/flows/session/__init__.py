@@ -1,7 +1,7 @@
-"""One session, read before forming a theory (seed 003): its dump, the errors that vanish
+"""One session, read before forming a theory: its dump, the errors that vanish
 around it, and its swimlane.
 
-- ``dump``: :func:`session_dump` (one row per stored event) and :func:`dump_text` (the seed's
+- ``dump``: :func:`session_dump` (one row per stored event) and :func:`dump_text` (a dump's
   line per event), printed by ``incidentkit session SESSION_ID --evidence PATH``;
 - ``errors``: error codes on events, undeliverable RxJava errors, logged errors per agent/tool;
 - ``swimlane``: ledger runs and leases, invocations, events by author, spans, journal;

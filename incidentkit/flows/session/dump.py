@@ -1,4 +1,4 @@
-"""The session dump (seed 003): one line per stored event of a session, read before forming a
+"""The session dump: one line per stored event of a session, read before forming a
 theory — time, invocation, author, the function calls and responses it carries, its state
 delta's keys, its transfer, its error code, and whether it is a final response.
 

@@ -1,4 +1,4 @@
-"""Errors that vanish (seed 003): problems that reached the evidence but not an exception.
+"""Errors that vanish: problems that reached the evidence but not an exception.
 
 - An ``errorCode`` / ``errorMessage`` a model response carried onto an event (``MAX_TOKENS``,
   ``SAFETY``, ...) while the run itself completed normally: nothing was thrown, no alert fired.

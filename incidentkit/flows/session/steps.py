@@ -86,7 +86,7 @@ def table(report: SessionReport, view: str) -> Any:
 
 
 def dump(report: SessionReport) -> None:
-    """Print the session dump, one line per event, as the seed's admin endpoint does."""
+    """Print the session dump, one line per event, as a session-dump admin endpoint does."""
     print(report.text or f"(session {report.ref.session_id} has no stored event)", end="")
 
 

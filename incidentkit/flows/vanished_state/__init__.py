@@ -1,4 +1,4 @@
-"""Vanished state (seed 003): why "the agent forgot" — a verdict per state key of one session,
+"""Vanished state: why "the agent forgot" — a verdict per state key of one session,
 its deltas replayed beside the stored state, and the invocations that overlapped on it.
 
 - ``state``: the session found, its visible writes, the replay, the stored state, the comparison;

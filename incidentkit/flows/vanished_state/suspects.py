@@ -1,5 +1,5 @@
 """Where state can vanish, across every session of an app, before anyone names a key: the
-triage card's check for "the agent forgot" (seed 003's four causes, looked for everywhere).
+triage card's check for "the agent forgot" (the four causes, looked for everywhere).
 
 Per session, each signal names the keys it points at:
 

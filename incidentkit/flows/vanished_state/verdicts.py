@@ -1,4 +1,4 @@
-"""A verdict per state key of one session (seed 003's four causes, and the controls).
+"""A verdict per state key of one session (the four causes of vanished state, and the controls).
 
 - ``TEMP_PREFIX``: a ``temp:`` key lives for one invocation; ADK never makes it durable.
 - ``NEVER_DURABLE``: in no applied delta and not in the stored state. Cause ``partial_only``

@@ -1,4 +1,4 @@
-"""The runs of ``crash_recovery``: seed 000's invoicing flow stopped at each crash window.
+"""The runs of ``crash_recovery``: the invoicing flow stopped at each crash window.
 
 Each builder returns the bundles it wrote and a :class:`Case` saying what a correct orphan
 classification finds. Worker ``worker-3`` is halted at ``KILL``; runs still open on it die then.

@@ -1,4 +1,4 @@
-"""``crash_recovery``: seed 000's invoicing flow killed at each crash window, plus its traps.
+"""``crash_recovery``: the invoicing flow killed at each crash window, plus its traps.
 
 Worker ``worker-3`` is halted at 03:00:00 (a poison run re-driven onto it renders a PDF that
 exhausts the heap); every run open on it dies in a different window. ``as_of`` is 03:05:00.

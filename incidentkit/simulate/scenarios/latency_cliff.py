@@ -1,4 +1,4 @@
-"""``latency_cliff``: seed 003's 03:10 cliff. The order service stalls; no read timeout.
+"""``latency_cliff``: the 03:10 cliff. The order service stalls; no read timeout.
 
 Support runs call ``order_lookup`` on a bounded pool of 64 ``tool-exec`` threads. From 03:10 every
 read stalls 48-56 s (the order service sends headers, then waits on a database failover) and

@@ -1,7 +1,7 @@
 """``runaway``: model calls per invocation, loops, and one invocation that hits maxLlmCalls.
 
 Everything happens in one app, ``support``: its healthy traffic gives a p99 of about 9 model
-calls per invocation (seed 003: p99 9 -> maxLlmCalls 30). On top: a transfer ping-pong
+calls per invocation (a measured p99 of 9 gives 30). On top: a transfer ping-pong
 between two agents whose descriptions overlap, a tool answering "try again later" that the model
 calls again with identical arguments, and a loop agent whose exit key no sub-agent writes, which
 runs until ``maxLlmCalls`` (500) stops it; its trace, minutes long, is tail-sampled in pieces

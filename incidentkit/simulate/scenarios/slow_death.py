@@ -1,4 +1,4 @@
-"""``slow_death``: seed 003's slow death. The heap only grows; four class histograms an hour apart.
+"""``slow_death``: slow death. The heap only grows; four class histograms an hour apart.
 
 A support JVM keeps a ``com.example.agent.RunnerCache``: a map from session id to a
 ``com.google.adk.runner.Runner`` with its agent tree, never evicted, and runs ADK's

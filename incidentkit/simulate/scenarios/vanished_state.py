@@ -1,4 +1,4 @@
-"""``vanished_state``: the four causes of seed 003 plus a present, an overwritten and a removed key.
+"""``vanished_state``: the four causes of lost state, a present, an overwritten, a removed key.
 
 One shop session: a ``temp:`` key, a key written only in partial (streamed) events, a direct
 ``session.state()`` mutation (no delta anywhere), two concurrent invocations racing on ``cart``,
