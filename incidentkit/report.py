@@ -67,15 +67,27 @@ def markdown_text(value: Any) -> str:
     return html.escape(text, quote=False)
 
 
+LIST_SHOWN = 8
+"""How many items of a list a table cell shows before "… and N more" (findings.json and the
+frames keep them all): 64 thread names would make one cell a page long."""
+
+
+def _table_cell(value: Any) -> str:
+    if isinstance(value, list | tuple) and len(value) > LIST_SHOWN:
+        return f"{plain(value[:LIST_SHOWN])} … and {len(value) - LIST_SHOWN} more"
+    return plain(value)
+
+
 def table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> Any:
     """``frame`` as a table for people (a pandas Styler): no index, values as :func:`plain`
-    reads them, every cell and header HTML-escaped, long text wrapped, never cut. An empty
-    frame reads "No rows." with its columns named, not as a bare header."""
+    reads them (a list past :data:`LIST_SHOWN` items with how many more), every cell and
+    header HTML-escaped, long text wrapped, never cut. An empty frame reads "No rows." with
+    its columns named, not as a bare header."""
     shown = frame if columns is None else frame[list(columns)]
     if shown.empty:
         named = ", ".join(markdown_text(c) for c in shown.columns)
         return MarkdownView(f"_No rows_ ({named}).")
-    text = shown.astype(object).map(plain) if len(shown) else shown.astype(object)
+    text = shown.astype(object).map(_table_cell) if len(shown) else shown.astype(object)
     return (
         text.reset_index(drop=True)
         .style.format(escape="html")

@@ -212,3 +212,11 @@ def test_a_blank_line_in_a_value_cannot_end_the_summary_block() -> None:
     page = rendered(summary_html(document))
     assert "<a" not in page and "<em>" not in page and "<b>y" not in page
     assert "INC-7 [click](javascript:alert(1)) *x* <b>y</b>" in shown(page)
+
+
+def test_a_long_list_in_a_table_shows_its_first_items_and_how_many_more() -> None:
+    names = [f"tool-exec-{n}" for n in range(1, 65)]
+    frame = pd.DataFrame({"count": [64, 2], "threads": [names, ["main", "gc"]]})
+    html_text = table(frame).to_html()
+    assert "tool-exec-1, tool-exec-2" in html_text and "tool-exec-8 … and 56 more" in html_text
+    assert "tool-exec-9," not in html_text and "main, gc" in html_text

@@ -7,6 +7,7 @@ Conversions and format specs are ignored: a value is shown as :func:`text` shows
 
 from __future__ import annotations
 
+import json
 import string
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -38,6 +39,15 @@ def time_text(series: pd.Series) -> pd.Series:
 def join_text(values: Iterable[Any]) -> str:
     """One value's items joined by ``", "`` (for a tuple cell); missing items read ``?``."""
     return ", ".join("?" if v is None or v != v else str(v) for v in values)
+
+
+def json_text(value: Any) -> str:
+    """A payload value (state, arguments, a tool's answer) as JSON, the way ADK stores it:
+    ``["kettle-blue", "mug-red"]``, ``"WELCOME10"``, not Python's ``['kettle-blue', ...]``."""
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    except ValueError:  # a NaN or a cycle: Python's own words
+        return str(value)
 
 
 def fill(index: pd.Index, template: str, **values: Any) -> pd.Series:

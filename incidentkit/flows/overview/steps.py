@@ -253,10 +253,17 @@ def table(report: OverviewReport, view: str) -> Any:
             "No class grows: the manifest has no `[histograms]` section, or its histograms "
             "show no class growing (two or more are needed; `docs/slow_death.md`)."
         )
-    if view in ("heap", "leaks") and frame.empty:
+    if view == "heap" and frame.empty:
         return MarkdownView(
-            "No JFR recording with heap summaries and old-object samples: the manifest has "
-            "no `[jfr]` section, or its recording has neither (`docs/jfr.md`)."
+            "No heap summaries: the manifest has no `[jfr]` section, or its recording holds no "
+            "`jdk.GCHeapSummary` events (`docs/jfr.md`)."
+        )
+    if view == "leaks" and frame.empty:  # said once: the heap's line covers no recording
+        return MarkdownView(
+            ""
+            if report.heap.empty
+            else "No old-object samples in the recording (`jdk.OldObjectSample` is off in "
+            "its settings, or nothing allocated during it survived; `docs/jfr.md`)."
         )
     if view == "card":  # lines that found something first; the quiet ones counted
         quiet = frame.loc[frame["severity"].eq("INFO")]

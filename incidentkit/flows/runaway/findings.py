@@ -22,7 +22,7 @@ from incidentkit.findings import (
     rows_of,
     verdict_of,
 )
-from incidentkit.flows._text import join_text
+from incidentkit.flows._text import join_text, json_text
 from incidentkit.flows.runaway.limits import DEFAULT_FROM
 from incidentkit.flows.runaway.signatures import Signature
 from incidentkit.flows.runaway.triage import RunawayReport
@@ -74,7 +74,9 @@ def loop_text(row: Mapping[Any, Any]) -> str:
             f"{calls})"
         )
     if kind == Signature.REPEATED_IDENTICAL_CALL:
-        answer = f", answered {row['error_string']!r}" if pd.notna(row["error_string"]) else ""
+        answer = (
+            f", answered {json_text(row['error_string'])}" if pd.notna(row["error_string"]) else ""
+        )
         who = join_text(row["agents"]) if isinstance(row["agents"], tuple | list) else "an agent"
         return (
             f"{who} called {row['tool']}({_args(row['args'])}) {row['repeats']} times{answer}"
@@ -93,7 +95,7 @@ def loop_text(row: Mapping[Any, Any]) -> str:
 
 def _args(args: Any) -> str:
     if isinstance(args, Mapping):
-        return ", ".join(f"{k}={v!r}" for k, v in args.items())
+        return ", ".join(f"{k}={json_text(v)}" for k, v in args.items())
     return "" if args is None else str(args)
 
 

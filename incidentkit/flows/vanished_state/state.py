@@ -16,6 +16,7 @@ import pandas as pd
 
 from incidentkit.errors import ParameterError
 from incidentkit.frames import StateScope
+from incidentkit.manifest import did_you_mean
 
 WRITE_COLUMNS = ["event_id", "session_id", "invocation_id", "seq", "ts", "author", "tool"]
 REPLAYED_COLUMNS = ["key", "scope", "value", "stored_value", "matches", "stored_in", "origin"]
@@ -76,8 +77,9 @@ def unknown_session(session_id: str, held: pd.Series, *, where: str) -> Paramete
     return ParameterError(
         f"no such session: {where}; the evidence holds {len(ids)} session(s){examples}",
         value=session_id,
-        fix="check the id (copy it from the ledger or the event log), the manifest's app_name "
-        "and window, and that [events] points at the session store the app used",
+        fix=f"{did_you_mean([session_id], ids)}check the id (copy it from the ledger or the "
+        "event log), the manifest's app_name and window, and that [events] points at the "
+        "session store the app used",
     )
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from incidentkit.flows._text import json_text
 from incidentkit.flows.vanished_state.state import SessionRef
 from incidentkit.flows.vanished_state.suspects import answer_texts, key_words, names_key
 
@@ -219,9 +220,10 @@ def _judge_one(
             key,
             KeyVerdict.RACED,
             f"invocations {lost['invocation_id']} and {last['invocation_id']} ran at the same "
-            f"time on this session; {_writer(lost)} wrote {lost['value']!r} at {_at(lost)}, then "
-            f"{_writer(last)} wrote {last['value']!r} at {_at(last)} from the same starting "
-            "state: the later write won and the first one's change was lost",
+            f"time on this session; {_writer(lost)} wrote {json_text(lost['value'])} at "
+            f"{_at(lost)}, then {_writer(last)} wrote {json_text(last['value'])} at {_at(last)} "
+            "from the same starting state: the later write won and the first one's change was "
+            "lost",
             f"invocations {lost['invocation_id']} and {last['invocation_id']} overlapped; "
             f"{_short(lost['value'])} was lost to {_short(last['value'])} at {_at(last)}",
             value=last["value"],
@@ -233,8 +235,8 @@ def _judge_one(
         return _row(
             key,
             KeyVerdict.OVERWRITTEN,
-            f"{_writer(earlier)} wrote {earlier['value']!r} at {_at(earlier)}; {_writer(last)} "
-            f"replaced it with {last['value']!r} at {_at(last)}",
+            f"{_writer(earlier)} wrote {json_text(earlier['value'])} at {_at(earlier)}; "
+            f"{_writer(last)} replaced it with {json_text(last['value'])} at {_at(last)}",
             f"{_short(earlier['value'])} replaced by {_short(last['value'])} by "
             f"{last['author']} at {_at(last)}",
             value=last["value"],
@@ -245,7 +247,7 @@ def _judge_one(
         key,
         KeyVerdict.PRESENT,
         f"{_writer(last)} wrote it at {_at(last)} and nothing changed it since: the state holds "
-        f"{last['value']!r}, so the bug is on the read side",
+        f"{json_text(last['value'])}, so the bug is on the read side",
         f"written at {_at(last)} and never changed: look at the read side",
         value=last["value"],
         written_by=last,

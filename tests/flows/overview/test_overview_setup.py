@@ -36,3 +36,17 @@ def test_as_of_follows_the_rule_every_flow_shares() -> None:
 def test_an_app_the_evidence_never_names_is_refused_with_the_closest() -> None:
     with pytest.raises(ParameterError, match=r"did you mean invoicng → invoicing\?"):
         steps.setup(CRASH, app_name="invoicng")
+
+
+def test_a_missing_recording_is_said_once_and_missing_samples_apart() -> None:
+    from incidentkit.flows.overview.triage import OverviewReport
+
+    def shown(report: OverviewReport, view: str) -> str:
+        return str(steps.table(report, view)._repr_markdown_())
+
+    empty = pd.DataFrame()
+    none = OverviewReport(pd.Timestamp("2026-11-29", tz="UTC"), None, empty, empty)
+    assert "no `[jfr]` section" in shown(none, "heap") and shown(none, "leaks") == ""
+    heap = pd.DataFrame({"recording": ["r.jfr"], "gcs": [4]})
+    recorded = OverviewReport(none.as_of, None, empty, empty, heap=heap)
+    assert "No old-object samples in the recording" in shown(recorded, "leaks")

@@ -135,6 +135,9 @@ def test_incidentkit_session_prints_the_dump_and_refuses_an_unknown_one(
     assert all(" inv=e-" in line and " final=" in line for line in out)
     assert main(["session", "nope", "--evidence", str(VANISHED)]) == 3
     assert "no such session: no stored event has it" in capsys.readouterr().err
+    typo = session[:-1] + ("x" if session[-1] != "x" else "y")
+    assert main(["session", typo, "--evidence", str(VANISHED)]) == 3
+    assert f"did you mean {typo} → {session}?" in capsys.readouterr().err
 
 
 def test_a_dump_with_unread_rows_says_so_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:

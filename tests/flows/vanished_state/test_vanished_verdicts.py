@@ -207,7 +207,7 @@ def test_a_later_write_by_another_invocation_overwrote_the_value() -> None:
     assert shown["verdict"] == "OVERWRITTEN" and shown["value"] == "SPRING5"
     assert shown["written_by"]["event_id"] == first and shown["changed_by"]["event_id"] == later
     assert shown["changed_by"]["author"] == "checkout_agent"
-    assert "'WELCOME10'" in shown["why"] and "'SPRING5'" in shown["why"]
+    assert '"WELCOME10"' in shown["why"] and '"SPRING5"' in shown["why"]  # as JSON
 
 
 def test_a_writer_updating_its_own_key_is_present_not_overwritten() -> None:
@@ -432,3 +432,11 @@ def test_the_brief_of_a_race_names_the_lost_value_and_the_fix_the_cause() -> Non
     cart, draft = verdict(report, "cart"), verdict(report, "draft")
     assert "['kettle', 'mug'] was lost to ['kettle', 'towel']" in cart["brief"]
     assert "final event" in draft["fix"] and "tool_context.state" not in draft["fix"]
+
+
+def test_a_value_reads_as_json_not_as_python() -> None:
+    from incidentkit.flows._text import json_text
+
+    assert json_text(["kettle-blue", "mug-red"]) == '["kettle-blue", "mug-red"]'
+    assert json_text({"eur": 4.9, "carrier": "CTT"}) == '{"carrier": "CTT", "eur": 4.9}'
+    assert json_text("café") == '"café"' and json_text(None) == "null"
