@@ -264,7 +264,30 @@ def _new(args: argparse.Namespace) -> int:
             f"note: the {args.flow} flow needs {', '.join(missing)}: set it in the notebook's "
             f"first cell, or give -p {missing[0]} VALUE to incidentkit new\n"
         )
+    elif not params.get("app_name"):
+        apps = _apps_to_choose(args.flow, args.evidence)
+        if len(apps) > 1:
+            sys.stderr.write(
+                f"note: the evidence holds the apps {', '.join(apps)} and the manifest names "
+                "none: set app_name in the notebook's first cell, or give -p app_name "
+                f"{apps[0]} to incidentkit new\n"
+            )
     return Exit.CLEAN
+
+
+def _apps_to_choose(flow: str, evidence: str) -> list[str]:
+    """The apps a flow that sweeps one app would have to choose from (none when the manifest
+    names its app, or the flow takes none)."""
+    from incidentkit.evidence import open_evidence
+    from incidentkit.flows.common import ledger_apps, logged_apps
+    from incidentkit.runner import declared_parameters
+
+    if "app_name" not in declared_parameters(flow):
+        return []
+    incident = open_evidence(evidence)
+    if incident.filters.app_name:
+        return []
+    return ledger_apps(incident) if incident.has("ledger") else logged_apps(incident)[0]
 
 
 def _session(args: argparse.Namespace) -> int:

@@ -350,6 +350,12 @@ def test_new_says_which_required_parameter_the_notebook_still_needs(
     argv = ["new", "INC-3", "--flow", "session", "--evidence", str(vanished)]
     assert main([*argv, "-p", "session_id", "s-1"]) == 0
     assert "needs" not in capsys.readouterr().err
+    assert main(["new", "INC-4", "--flow", "orphans", "--evidence", str(CRASH)]) == 0
+    err = capsys.readouterr().err  # the ledger holds several apps, the manifest names none
+    assert "the evidence holds the apps expenses, invoicing, support, travel" in err
+    argv = ["new", "INC-5", "--flow", "orphans", "--evidence", str(CRASH)]
+    assert main([*argv, "-p", "app_name", "invoicing"]) == 0
+    assert "note" not in capsys.readouterr().err
 
 
 def test_secret_scan_finds_credentials_from_the_environment(tmp_path: Path) -> None:
