@@ -23,7 +23,7 @@ import pandas as pd
 from incidentkit.baselines.indexes import IndexAdvice, advice
 from incidentkit.errors import IncidentkitError, ManifestError, ParameterError
 from incidentkit.evidence import FRAME_SOURCES, Evidence
-from incidentkit.manifest import EARLIEST, Filters, SourceSpec, did_you_mean
+from incidentkit.manifest import EARLIEST, PARQUET, Filters, SourceSpec, did_you_mean
 
 TIME_COLUMNS: Mapping[str, tuple[str, str]] = {
     "runs": ("started_at", "updated_at"),
@@ -77,6 +77,18 @@ class JoinGap:
 
 
 @dataclass(frozen=True)
+class SourceFormat:
+    """The format a source is read as (``how``: ``given`` in the manifest, or ``detected``),
+    and for a source whose every record was rejected or that could not be read, the format
+    its records look like (None when they look like none the kit reads)."""
+
+    source: str
+    format: str
+    how: str
+    looks_like: str | None = None
+
+
+@dataclass(frozen=True)
 class Coverage:
     """The coverage report of one incident's evidence."""
 
@@ -94,6 +106,8 @@ class Coverage:
     notes: tuple[str, ...] = ()
     """Warnings about the filters: a window (or an app, session, invocation) with no row in
     it, though the evidence holds rows elsewhere."""
+    formats: tuple[SourceFormat, ...] = ()
+    """Per events and diagnostics source: the format it is read as, given or detected."""
 
     @property
     def complete(self) -> bool:
@@ -145,6 +159,7 @@ def measure(evidence: Evidence) -> Coverage:
                 _iso(frame[last].max()) if len(frame) else None,
             )
         )
+    rejected = _all_rejected(evidence, frames, failed)
     return Coverage(
         title=evidence.title,
         manifest=str(evidence.manifest.path) if evidence.manifest.path else None,
@@ -163,10 +178,40 @@ def measure(evidence: Evidence) -> Coverage:
                 if section not in failed and (loaded_source := evidence.source(section))
             ]
         ),
-        all_rejected=_all_rejected(evidence, frames, failed),
+        all_rejected=rejected,
         indexes=_indexes(evidence, failed),
         notes=tuple(note for note in [window_note(evidence, loaded)] if note),
+        formats=_formats(evidence, loaded, (*rejected, *failed)),
     )
+
+
+def _formats(
+    evidence: Evidence, loaded: Mapping[str, pd.DataFrame], stuck: Iterable[str]
+) -> tuple[SourceFormat, ...]:
+    """The format each events and diagnostics source is read as: the manifest's, else the
+    one the rows were read as (``source_format``), else the one its files show; for a source
+    nothing could be read from, the events format its records look like."""
+    from incidentkit.sources import diagnostics, events
+
+    out = []
+    for section in ("events", "diagnostics"):
+        spec = evidence.sources.get(section)
+        if spec is None:
+            continue
+        seen = loaded.get(section, pd.DataFrame()).get("source_format", pd.Series(dtype="str"))
+        read = sorted(seen.dropna().astype(str).unique())
+        try:
+            if spec.format is not None or section == "diagnostics":
+                shown = events.read_as(spec) if section == "events" else diagnostics.read_as(spec)
+                if spec.format == PARQUET and read:  # a snapshot: what its events were read as
+                    shown += f" (a snapshot of {', '.join(read)})"
+            else:
+                shown = ", ".join(read) or events.read_as(spec)
+        except IncidentkitError:  # a file that cannot be read: its error says why
+            shown = spec.format or "unknown"
+        like = events.looks_like(spec) if section == "events" and section in stuck else None
+        out.append(SourceFormat(section, shown, "given" if spec.format else "detected", like))
+    return tuple(out)
 
 
 def _indexes(evidence: Evidence, failed: Mapping[str, str]) -> tuple[IndexAdvice, ...]:
@@ -213,6 +258,21 @@ def _groups(parts: list[pd.DataFrame]) -> tuple[RejectGroup, ...]:
         RejectGroup(str(source), str(reason), int(locs.size), tuple(locs.head(EXAMPLES)))
         for (source, reason), locs in groups
     )
+
+
+def _looked_like(item: SourceFormat | None) -> str:
+    """What a source nothing was read from looks like, and the format that reads it."""
+    if item is None or item.source != "events":
+        return ""
+    from incidentkit.sources.events import NAMES
+
+    like = item.looks_like
+    if like is None:
+        return "; its records look like none of the event formats the kit reads"
+    named = NAMES.get(like, like)
+    if like == item.format:
+        return f"; these rows look like {named}, the format they were read as"
+    return f'; these rows look like {named}: give format = "{like}" (or leave format out)'
 
 
 def _group_lines(groups: tuple[RejectGroup, ...]) -> list[str]:
@@ -292,10 +352,21 @@ def render_text(report: Coverage) -> str:
     for source, error in errors.items():
         said = error.removeprefix(f"{source}: ")  # a source's errors name it already
         lines.append(f"  ! {source}: {said}")
+    formats = {item.source: item for item in report.formats}
     for source in report.all_rejected:
-        lines.append(f"  ! {source}: every record was rejected (reasons below)")
+        lines.append(
+            f"  ! {source}: every record was rejected (reasons below)"
+            + _looked_like(formats.get(source))
+        )
+    for shown in report.formats:
+        said = _looked_like(shown)
+        if shown.source in errors and shown.looks_like and said[2:] not in errors[shown.source]:
+            lines.append(f"  ! {shown.source}:{said.removeprefix(';')}")
     for note in report.notes:
         lines.append(f"  ! {note}")
+    if report.formats:
+        lines += ["", "formats:"]
+        lines += [f"  {read.source:<12} {read.format} ({read.how})" for read in report.formats]
     lines += ["", f"rejects: {report.reject_count}"]
     lines += _group_lines(report.rejects)
     if report.warnings:

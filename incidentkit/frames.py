@@ -52,6 +52,22 @@ class SpanKind(enum.StrEnum):
     OTHER = "other"
 
 
+class EventKind(enum.StrEnum):
+    """What a stored event is (``events.kind``): a turn of the conversation, or one of the
+    markers ADK 2.x appends to the same log (``docs/frames.md``)."""
+
+    TURN = "turn"
+    """A user message, a model's text, calls or answer, a tool's response."""
+    COMPACTION = "compaction"
+    """A summary of earlier events (``actions.compaction``); the events stay stored."""
+    REWIND = "rewind"
+    """``Runner.rewind_async``: restores the state before an invocation."""
+    CHECKPOINT = "checkpoint"
+    """A content-less ``end_of_agent`` / ``agent_state`` event of a resumable app."""
+    ERROR = "error"
+    """An error event with no content (a tool or model raised, a timeout, a limit)."""
+
+
 class StateScope(enum.StrEnum):
     """Scope of a state key, from its prefix (``app:``, ``user:``, ``temp:``, none)."""
 
@@ -132,6 +148,12 @@ EVENTS = _spec(
     total_tokens=NINT,
     text=STR,
     source_format=STR,
+    kind=STR,
+    compaction_start=TS,
+    compaction_end=TS,
+    compacted_by=STR,
+    rewind_before=STR,
+    rewound_by=STR,
 )
 CALLS = _spec(
     "calls",
@@ -419,6 +441,14 @@ TUPLE_COLUMNS = frozenset(
 """Object columns whose values are tuples by contract (empty tuple when there are none)."""
 
 LATER_COLUMNS: Mapping[str, tuple[str, ...]] = {
+    "events": (
+        "kind",
+        "compaction_start",
+        "compaction_end",
+        "compacted_by",
+        "rewind_before",
+        "rewound_by",
+    ),
     "threads": (
         "cpu_ms",
         "elapsed_ms",
@@ -473,6 +503,8 @@ def neutral(frame: str, column: str, n: int) -> Any:
     """``n`` rows of the neutral value of ``column``: missing text, ``False``, ``0``, ``NaT``,
     an empty tuple for tuple columns, ``None`` for other payloads."""
     dtype = dict(spec_of(frame).columns)[column]
+    if (frame, column) == ("events", "kind"):  # an event read before kinds were: a turn
+        return pd.Series([EventKind.TURN.value] * n, dtype=STR)
     if (frame, column) in TUPLE_COLUMNS:
         return pd.Series([()] * n, dtype=object)
     if dtype == TS:

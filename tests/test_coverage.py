@@ -150,7 +150,78 @@ def test_inspect_exits_2_when_every_record_of_a_source_is_rejected(
     assert main(["inspect", str(tmp_path)]) == 2
     out = capsys.readouterr().out
     assert "! events: every record was rejected" in out
+    assert "its records look like none of the event formats the kit reads" in out
     assert "rejects: 2" in out
+
+
+PLUGIN_ROWS = [
+    {
+        "timestamp": "2026-12-06 19:38:32.036391 UTC",
+        "event_id": "r1",
+        "event_type": "USER_MESSAGE_RECEIVED",
+        "agent": "support",
+        "session_id": "s-1",
+        "invocation_id": "e-1",
+        "user_id": "u-1",
+        "content": '{"text_summary": "Where is A-42?"}',
+        "content_parts": [],
+        "attributes": '{"adk": {"app_name": "shop"}}',
+        "status": "OK",
+        "is_truncated": False,
+    },
+    {
+        "timestamp": "2026-12-06 19:38:32.056532 UTC",
+        "event_id": "r2",
+        "event_type": "INVOCATION_STARTING",
+        "agent": "support",
+        "session_id": "s-1",
+        "invocation_id": "e-1",
+        "attributes": '{"adk": {"app_name": "shop"}}',
+        "status": "OK",
+    },
+]
+"""Two rows of the BigQuery Agent Analytics table as ``bq extract`` writes them."""
+
+
+@pytest.mark.parametrize(
+    ("given", "code", "said"),
+    [
+        ("", 0, "  events       bigquery-agent-analytics (detected)"),
+        ('format = "bigquery-agent-analytics"\n', 0, "bigquery-agent-analytics (given)"),
+        (
+            'format = "adk-java-json"\n',
+            2,
+            "! events: every record was rejected (reasons below); these rows look like the "
+            'BigQuery Agent Analytics table: give format = "bigquery-agent-analytics"',
+        ),
+    ],
+)
+def test_inspect_names_the_format_and_what_rejected_rows_look_like(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: str, code: int, said: str
+) -> None:
+    rows = "".join(json.dumps(row) + "\n" for row in PLUGIN_ROWS)
+    (tmp_path / "agent_events.jsonl").write_text(rows, encoding="utf-8")
+    toml = '[events]\npath = "agent_events.jsonl"\n' + given
+    (tmp_path / "evidence.toml").write_text(toml, encoding="utf-8")
+    assert main(["inspect", str(tmp_path)]) == code
+    assert said in capsys.readouterr().out
+
+
+def test_inspect_names_the_format_of_event_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    event = {"id": "e1", "invocationId": "i1", "author": "user", "timestamp": 1764385800000}
+    line = json.dumps(event | {"appName": "a", "userId": "u", "sessionId": "s"}) + "\n"
+    (tmp_path / "events.jsonl").write_text(line, encoding="utf-8")
+    (tmp_path / "evidence.toml").write_text('[events]\npath = "events.jsonl"\n', encoding="utf-8")
+    assert main(["inspect", str(tmp_path), "--json"]) == 0
+    (read,) = json.loads(capsys.readouterr().out)["formats"]
+    assert read == {
+        "source": "events",
+        "format": "adk-java-json",
+        "how": "detected",
+        "looks_like": None,
+    }
 
 
 def test_inspect_exits_2_on_an_empty_source(

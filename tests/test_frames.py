@@ -182,6 +182,8 @@ def test_build_fills_what_was_left_out_with_neutral_values() -> None:
     assert events["partial"].tolist() == [False, True]
     assert events["seq"].tolist() == [0, 0] and events["ts"].isna().all()
     assert events["author"].isna().all()
+    assert events["kind"].tolist() == ["turn", "turn"]  # an event of unknown kind: a turn
+    assert events[["compacted_by", "rewound_by", "compaction_start"]].isna().all(axis=None)
     threads = frames.build("threads", {"thread": ["t1"]})
     assert threads["frames"].tolist() == [()]
     assert frames.build("calls", []).equals(frames.empty("calls"))

@@ -3,6 +3,8 @@
 Readers hand over :class:`Batch` es: event objects (or their JSON text) and where each came
 from. :func:`normalise` checks every record, rejects the unreadable ones with a reason, and
 builds the ``events``, ``calls``, ``responses`` and ``state_writes`` frames column by column.
+Each event's kind and the relations of ADK 2.x's markers (a compaction, a rewind) come from
+:mod:`.event_kinds`, fed the raw ``actions`` fields read here.
 JSON text (what a database hands over) is decoded a chunk at a time, and JSON-lines files
 arrive as a lazy stream of chunk-sized batches (``base.iter_json_line_chunks``), so a million
 events never sit in memory as dicts: only the compact columns of the frames are kept whole,
@@ -33,7 +35,7 @@ import pyarrow.compute as pc
 
 from incidentkit.frames import STR, TS, conform, empty, spec_of, text_array, to_numbers
 from incidentkit.manifest import Filters
-from incidentkit.sources import adk_typed
+from incidentkit.sources import adk_typed, event_kinds
 from incidentkit.sources.adk_columns import (
     IS_TRUE,
     NOT_NONE,
@@ -129,6 +131,8 @@ _ACTIONS: tuple[_Field, ...] = (
     ("transfer_to_agent", ("transferToAgent", "transfer_to_agent", "transferAgent"), "text"),
     ("escalate", ("escalate",), "bool"),
     ("skip_summarization", ("skipSummarization", "skip_summarization"), "bool"),
+    ("rewind_before", ("rewindBeforeInvocationId", "rewind_before_invocation_id"), "text"),
+    ("end_of_agent", ("endOfAgent", "end_of_agent", "endInvocation"), "bool"),
 )
 _SESSION_JSON_KEYS = {
     "app_name": ("appName", "app_name"),
@@ -214,8 +218,10 @@ def normalise(
         col: _gathered([part.pop(col) for part in parts], rest_gather) for col in parts[0].columns
     }
     del parts
-    frames = {"events": conform("events", pd.concat([events, pd.DataFrame(rest)], axis=1))}
-    del events, rest  # each frame is freed as soon as the next is built
+    events = pd.concat([events, pd.DataFrame(rest)], axis=1)
+    del rest
+    frames = {"events": conform("events", events.assign(**event_kinds.relations(events)))}
+    del events  # each frame is freed as soon as the next is built
     for name, by in (("calls", "part_no"), ("responses", "part_no"), ("state_writes", "key")):
         frames[name] = _attach(children.pop(name), name, keys, by)
     return frames
@@ -339,17 +345,33 @@ def _read(
     deltas = view.actions.get(("stateDelta", "state_delta"))
     reasons.flag(not_of(deltas, (dict, type(None))), "actions.stateDelta is not an object")
     tokens = event_tokens(view.events.get(USAGE_KEYS))  # unreadable counts warn, never reject
+    compaction = view.actions.get(("compaction",))
+    bounds = _compaction_bounds(view, compaction, origin, reasons)
 
     keep = ~reasons.bad
     _reject(reasons, raw, view, meta, pos, rejects)
     code_results = view.parts.get(("codeExecutionResult", "code_execution_result"))
     final = _final_response(cols, lr_ids, code_results, owner, calls, responses, origin)
+    fields = _blank_rejected(cols, keep)
+    kinds = event_kinds.kinds(
+        {
+            "has_content": np.bincount(owner, minlength=n) > 0,
+            "error_code": fields["error_code"],
+            "has_compaction": mask(compaction, NOT_NONE),
+            "compaction_start": bounds[0],
+            "compaction_end": bounds[1],
+            "rewind_before": fields.pop("rewind_before"),
+            "end_of_agent": mask(fields.pop("end_of_agent"), IS_TRUE),
+            "has_agent_state": mask(view.actions.get(("agentState", "agent_state")), NOT_NONE),
+        }
+    )
+    final &= ~event_kinds.is_marker(kinds["kind"])  # ADK's bookkeeping answers nobody
     part_texts = view.parts.get(("text",))
     events = pd.DataFrame(
         {
             "pos": pos,
             "location": meta["location"].astype(STR),
-            **_compact(_blank_rejected(cols, keep)),
+            **_compact(fields),
             "ts": times.array,
             "long_running_tool_ids": lr_ids,
             "final_response": final,
@@ -357,6 +379,7 @@ def _read(
             REASON: tokens.reasons,
             "text": text_array(texts(part_texts, view.parts.get(("thought",)), owner, n)),
             "source_format": origin.source_format,
+            **kinds,
         }
     )
     every = bool(keep.all())
@@ -450,6 +473,8 @@ class _General:
 
     def check_actions(self, reasons: Reasons) -> None:
         reasons.flag(not_of(self.raw_actions, (dict, type(None))), "actions is not an object")
+        compactions = self.actions.get(("compaction",))
+        reasons.flag(not_of(compactions, (dict, type(None))), "actions.compaction is not an object")
 
     def check_content(self, reasons: Reasons) -> None:
         reasons.flag(not_of(self.contents, (dict, type(None))), "content is not an object")
@@ -562,10 +587,40 @@ def _times(
         ~present & ~backed,
         "timestamp is missing" if why is None else lambda i: why[i] or "timestamp is missing",
     )
+    times = _epochs(raw, origin, "timestamp", reasons)
+    if fallback is not None:
+        times = times.where(present, fallback.reset_index(drop=True))
+    return times
+
+
+_COMPACTION_BOUNDS = (("startTimestamp", "start_timestamp"), ("endTimestamp", "end_timestamp"))
+
+
+def _compaction_bounds(
+    view: _General | adk_typed.Typed, compaction: list[Any], origin: Origin, reasons: Reasons
+) -> tuple[pd.Series, pd.Series]:
+    """The start and end of each event's ``actions.compaction`` (NaT without one), read as
+    its timestamp is (the same unit and checks), so a bound equals the time of its event."""
+    if compaction.count(None) == len(compaction):  # the common case: no compaction at all
+        none = pd.Series(pd.NaT, index=range(len(compaction)), dtype=TS)
+        return none, none
+    fields = (
+        Records(compaction) if isinstance(view, _General) else adk_typed.compactions(compaction)
+    )
+    start, end = (
+        _epochs(fields.get(keys), origin, f"actions.compaction.{keys[0]}", reasons)
+        for keys in _COMPACTION_BOUNDS
+    )
+    return start, end
+
+
+def _epochs(raw: list[Any], origin: Origin, name: str, reasons: Reasons) -> pd.Series:
+    """Times from epoch numbers in ``origin.unit`` (NaT where absent or flagged); a value
+    that is no number, out of range or in the other unit flags its record, naming ``name``."""
     wrong = not_of(raw, (int, float, type(None)))
-    reasons.flag(wrong, lambda i: f"timestamp is not a number: {raw[i]!r}")
+    reasons.flag(wrong, lambda i: f"{name} is not a number: {raw[i]!r}")
     try:
-        if wrong is None and None not in raw:
+        if wrong is None:  # numbers and None (NaN) only: one pass in C
             numbers = np.array(raw, dtype=float)
         else:
             numbers = np.array([v if type(v) in (int, float) else np.nan for v in raw], dtype=float)
@@ -580,13 +635,13 @@ def _times(
         looks_ms = numbers >= MS_THRESHOLD
 
     def out_of_range(i: int) -> str:
-        return f"timestamp out of range: {raw[i]!r} ({OUT_OF_RANGE})"
+        return f"{name} out of range: {raw[i]!r} ({OUT_OF_RANGE})"
 
     reasons.flag(is_num & ~plausible, out_of_range)
     reasons.flag(
         is_num & (looks_ms != java),
         lambda i: (
-            f"timestamp {raw[i]!r} looks like epoch {'seconds' if java else 'milliseconds'}"
+            f"{name} {raw[i]!r} looks like epoch {'seconds' if java else 'milliseconds'}"
             f", but this ADK {'Java' if java else 'Python'} source stores epoch "
             f"{'milliseconds' if java else 'seconds'} (mixed units)"
         ),
@@ -596,8 +651,6 @@ def _times(
     times = pd.Series(pd.to_datetime(numbers, unit=origin.unit, utc=True)).dt.as_unit("ns")
     if origin.unit == "s":  # float seconds carry binary noise below the µs ADK's clock gives
         times = times.dt.round("us")
-    if fallback is not None:
-        times = times.where(present, fallback.reset_index(drop=True))
     return times
 
 

@@ -58,6 +58,13 @@ class _Content(msgspec.Struct, gc=False):
     parts: list[_Part] | None = None
 
 
+class _Compaction(msgspec.Struct, gc=False):
+    startTimestamp: int | float | None = None  # noqa: N815
+    start_timestamp: int | float | None = None
+    endTimestamp: int | float | None = None  # noqa: N815
+    end_timestamp: int | float | None = None
+
+
 class _Actions(msgspec.Struct, gc=False):
     stateDelta: dict[str, Any] | None = None  # noqa: N815
     state_delta: dict[str, Any] | None = None
@@ -67,6 +74,14 @@ class _Actions(msgspec.Struct, gc=False):
     escalate: bool | None = None
     skipSummarization: bool | None = None  # noqa: N815
     skip_summarization: bool | None = None
+    compaction: _Compaction | None = None
+    rewindBeforeInvocationId: str | None = None  # noqa: N815
+    rewind_before_invocation_id: str | None = None
+    endOfAgent: bool | None = None  # noqa: N815
+    end_of_agent: bool | None = None
+    endInvocation: bool | None = None  # noqa: N815 (ADK Java's legacy name of endOfAgent)
+    agentState: Any = None  # noqa: N815 (read for its presence only)
+    agent_state: Any = None
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -100,6 +115,7 @@ class _Event(msgspec.Struct, gc=False):
 
 _DECODER = msgspec.json.Decoder(_Event)
 _NO_ACTIONS, _NO_CONTENT, _UNDECODED = _Actions(), _Content(), _Event()
+_NO_COMPACTION = _Compaction()
 
 
 class Columns:
@@ -156,6 +172,11 @@ class Typed:
 
 
 _PARTS = attrgetter("parts")
+
+
+def compactions(values: list[Any]) -> Columns:
+    """The fields of decoded ``actions.compaction`` Structs (None: an event without one)."""
+    return Columns(_present(values, _NO_COMPACTION))
 
 
 def _present(values: list[Any], empty: msgspec.Struct) -> list[Any]:

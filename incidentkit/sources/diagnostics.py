@@ -2,7 +2,9 @@
 
 Text lines carry a log prefix (ISO 8601 time, level, optional ``[thread]``, logger) before the
 message; stack-trace lines that follow a record are appended to its ``message``. JSON lines
-(logstash / ECS style) carry the same message, and may carry the ids as fields. Lines from
+(logstash / ECS style) carry the same message, and may carry the ids as fields. The BigQuery
+Agent Analytics plugin's rows (``format = "bigquery-agent-analytics"``, or detected) give the
+same lines (:func:`.bigquery_analytics.diagnostics`). Lines from
 other loggers are kept with ``kind = "other"``. ``app_name``, ``user_id`` and ``session_id``
 are copied from an invocation's ``run.start`` to its other lines. A plugin key written without
 its value (``user session=s-2``) leaves its field missing, with a warning naming the line.
@@ -21,6 +23,7 @@ import pandas as pd
 
 from incidentkit.frames import conform, empty, to_numbers
 from incidentkit.manifest import Filters, SourceSpec
+from incidentkit.sources import bigquery_analytics
 from incidentkit.sources.adk_events import MS_THRESHOLD
 from incidentkit.sources.base import (
     Loaded,
@@ -99,6 +102,8 @@ _COLUMN_OF = {key: col for col, keys in _KEYS.items() for key in keys}
 
 def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | None = None) -> Loaded:
     """Read every log file of ``spec`` (in order) into the ``diagnostics`` frame."""
+    if read_as(spec) == bigquery_analytics.FORMAT:
+        return bigquery_analytics.load_diagnostics(spec, filters)
     sink = RejectSink("diagnostics")
     parts = []
     for order, path in enumerate(spec.paths):
@@ -117,6 +122,18 @@ def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | Non
         rejects=sink.frame(),
         warnings=sink.warnings(),
     )
+
+
+def read_as(spec: SourceSpec) -> str:
+    """The format ``[diagnostics]`` is read as: the manifest's, else ``bigquery-agent-analytics``
+    when its first file holds the plugin's rows, else ``json`` or ``text`` by its first line."""
+    if spec.format is not None:
+        return spec.format
+    if not spec.paths:
+        return "text"
+    if bigquery_analytics.detect(spec.paths[0]):
+        return bigquery_analytics.FORMAT
+    return _detect(spec.paths[0])
 
 
 def _detect(path: Path) -> str:

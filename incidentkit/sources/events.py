@@ -7,7 +7,11 @@ Sources (``format`` in the manifest, detected when absent):
 - ``sql``: a table of ADK Java events (default ``adk_event``; ``columns`` maps its names);
 - ``adk-python-db``: ADK Python ``DatabaseSessionService`` (schema v1) or
   ``SqliteSessionService`` stores, on PostgreSQL, MySQL/MariaDB or SQLite;
-- ``adk-session-json``: ``adk run --save_session`` output (a Python ``Session`` by alias).
+- ``adk-session-json``: ``adk run --save_session`` output (a Python ``Session`` by alias);
+- ``vertex-ai-json``, ``firestore-json``: session stores behind an API, as their API's JSON
+  was saved (:mod:`.vertex`, :mod:`.firestore`);
+- ``bigquery-agent-analytics``: the BigQuery Agent Analytics plugin's table, exported as JSON
+  lines or Parquet (:mod:`.bigquery_analytics`, :mod:`.bigquery_events`).
 
 Every source ends in :func:`incidentkit.sources.adk_events.normalise`, so the same events give
 equal frames whatever they were stored in (``source_format`` says which reader saw them).
@@ -32,6 +36,8 @@ from incidentkit.manifest import PARQUET, Filters, SourceSpec
 from incidentkit.sources import (
     adk_events,
     adk_python,
+    bigquery_analytics,
+    bigquery_events,
     firestore,
     parquet,
     session_state,
@@ -51,6 +57,7 @@ from incidentkit.sources.adk_events import (
 from incidentkit.sources.base import (
     Loaded,
     RejectSink,
+    bulk_decoding,
     expand_paths,
     iter_json_line_chunks,
     iter_lines,
@@ -121,6 +128,22 @@ def _read_files(spec: SourceSpec, sink: RejectSink, states: list[pd.DataFrame]) 
         return _read_vertex(paths, spec, sink, states)
     if export == firestore.FORMAT:
         return [_read_firestore(paths, sink, states)]
+    if export == bigquery_analytics.FORMAT:
+        return [_read_analytics(paths, spec, sink)]
+    for path in paths:
+        if bigquery_analytics.is_parquet(path):  # the kit reads Parquet as the plugin's rows only
+            said = (
+                f"format {spec.format} reads JSON, but this file is Parquet" + looked_like(path)
+                if spec.format
+                else "this Parquet file is not the BigQuery Agent Analytics table (the only "
+                "Parquet [events] reads)"
+            )
+            raise SourceError(
+                f"{WHAT}: {said}",
+                value=str(path),
+                fix='give format = "bigquery-agent-analytics" for the plugin\'s rows, or '
+                "point [events] at the JSON export",
+            )
     return chain.from_iterable(
         _read_file(path, spec.format, sink, spec.event_column, states) for path in paths
     )
@@ -253,8 +276,8 @@ def _java_batch(frame: pd.DataFrame, table: str) -> Batch:
 
 # -- files -------------------------------------------------------------------------------------
 
-_EXPORT_FORMATS = (vertex.FORMAT, firestore.FORMAT)
-"""Session stores behind an API, read as their API's JSON was saved (not event lines)."""
+_EXPORT_FORMATS = (vertex.FORMAT, firestore.FORMAT, bigquery_analytics.FORMAT)
+"""Stores read as their exports were saved (API JSON, table exports), not as event lines."""
 
 
 def _records(path: Path, sink: RejectSink) -> Iterator[tuple[list[Any], list[str]]]:
@@ -294,9 +317,10 @@ def _first_records(path: Path) -> list[Any]:
 
 
 def export_format(spec: SourceSpec) -> str | None:
-    """``vertex-ai-json`` or ``firestore-json`` when ``[events]`` is such an export (given, or
-    detected from its first file's first records); None for event logs and databases. Cheap:
-    flows ask it without loading the events."""
+    """``vertex-ai-json``, ``firestore-json`` or ``bigquery-agent-analytics`` when ``[events]``
+    is such an export (given, or detected from its first file's first records or Parquet
+    columns); None for event logs and databases. Cheap: flows ask it without loading the
+    events."""
     if spec.is_database:
         return None
     if spec.format == PARQUET:  # a snapshot: what its events were read from
@@ -305,6 +329,8 @@ def export_format(spec: SourceSpec) -> str | None:
     if spec.format is not None:
         return spec.format if spec.format in _EXPORT_FORMATS else None
     paths = expand_paths(spec.paths, what=WHAT)
+    if paths and bigquery_analytics.detect(paths[0]):
+        return bigquery_analytics.FORMAT
     first = _first_records(paths[0]) if paths else []
     if vertex.is_vertex(first):
         return vertex.FORMAT
@@ -323,6 +349,76 @@ def _read_vertex(
         for records, locations in _records(path, sink):
             yield from vertex.batches(records, locations, sessions, sink)
     states.extend(sessions.states)
+
+
+NAMES = {
+    "adk-java-json": "ADK Java event JSON",
+    "adk-session-json": "ADK Python event JSON (adk run --save_session)",
+    "vertex-ai-json": "Vertex AI Agent Engine API responses",
+    "firestore-json": "a Firestore export of ADK's FirestoreSessionService",
+    bigquery_analytics.FORMAT: "the BigQuery Agent Analytics table",
+}
+"""What each file format of ``[events]`` is, in words."""
+
+
+def read_as(spec: SourceSpec) -> str:
+    """The format ``[events]`` is read as: the manifest's, else the one its first file's
+    records (or Parquet columns) show; a database is told apart when it is read."""
+    if spec.format is not None:
+        return spec.format
+    if spec.is_database:
+        return "sql or adk-python-db (told apart by its tables)"
+    return export_format(spec) or looks_like(spec) or JAVA_JSON.source_format
+
+
+def looks_like(spec: SourceSpec) -> str | None:
+    """The file format of ``[events]`` its first file's first records look like, whatever
+    format the manifest gives; None when they look like none the kit reads (or it is a
+    database or a snapshot)."""
+    if spec.is_database or spec.format == PARQUET:
+        return None
+    try:
+        paths = expand_paths(spec.paths, what=WHAT)
+    except SourceError:
+        return None
+    if not paths:
+        return None
+    if bigquery_analytics.detect(paths[0]):
+        return bigquery_analytics.FORMAT
+    first = _first_records(paths[0])
+    if vertex.is_vertex(first):
+        return vertex.FORMAT
+    if firestore.is_firestore(first):
+        return firestore.FORMAT
+    record = first[0] if first and isinstance(first[0], dict) else {}
+    nested = record.get("events")
+    sample = [r for r in (nested if isinstance(nested, list) else first)[:_PEEK_RECORDS]]
+    events = [_as_object(r) for r in sample]
+    if any(
+        isinstance(e, dict) and "author" in e and ("invocationId" in e or "invocation_id" in e)
+        for e in events
+    ):
+        return _origin(None, events).source_format
+    return None
+
+
+def looked_like(path: Path) -> str:
+    """`` (it looks like the BigQuery Agent Analytics table)``, when it does."""
+    return (
+        " (it looks like the BigQuery Agent Analytics table)"
+        if bigquery_analytics.detect(path)
+        else ""
+    )
+
+
+def _read_analytics(paths: list[Path], spec: SourceSpec, sink: RejectSink) -> Batch:
+    """The BigQuery Agent Analytics rows of every file as the events they stand for, with
+    warnings of what the table lost here (open or dropped invocations, cut text)."""
+    with bulk_decoding():  # the rows' decoded JSON makes no reference cycles
+        rows = bigquery_analytics.read(paths, sink, naive=spec.naive_timestamps)
+        bigquery_analytics.warn_limits(rows, sink)
+        bigquery_analytics.warn_truncation(rows, sink)
+        return bigquery_events.batch(rows, sink)
 
 
 def _holds_sessions(path: Path) -> bool:

@@ -19,11 +19,11 @@ Read as exported:
 The service keeps little of an event: ``author`` (``"user"`` replaced by the user id),
 ``timestamp`` (ISO text), ``appName`` and ``content.parts`` with only text, ``functionCall``
 ``{name, args}`` and ``functionResponse`` ``{name, response}`` (both without ids) and
-``fileData``. No invocation id, no actions (so no state deltas, transfers or escalations),
-no error fields, no partial or turn flags. The kit reads what there is: an event's id is
-its Firestore document id, an author equal to the session's user reads as ``user`` (as the
-service's own reader gives the turn the user role), and every flow says what such events
-cannot tell (:data:`LIMITS`).
+``fileData``. No invocation id, no actions (so no state deltas, transfers or escalations, and
+none of ADK 2.x's markers: every event's ``kind`` is ``turn``), no error fields, no partial or
+turn flags. The kit reads what there is: an event's id is its Firestore document id, an
+author equal to the session's user reads as ``user`` (as the service's own reader gives the
+turn the user role), and every flow says what such events cannot tell (:data:`LIMITS`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ APP_STATE = "app-state"
 USER_STATE = "user-state"
 LIMITS = (
     "its events carry no invocation ids, so runs cannot be told apart",
-    "it keeps no event actions, so no state deltas, transfers or escalations",
+    "it keeps no event actions, so no state deltas, transfers or escalations, and no ADK 2.x "
+    "markers (compactions, rewinds, checkpoints): every event reads as a turn",
     "its function calls and responses carry no ids, so they pair by name and order only",
     "it keeps no error codes, so model errors show only as function responses",
 )

@@ -55,6 +55,8 @@ _ROW = re.compile(r"^(\d+):\s+(\d+)\s+(\d+)\s+(\S.*)$", _A)
 _TOTAL = re.compile(r"^Total\s+(\d+)\s+(\d+)$", _A)
 _MODULE = re.compile(r"[\w.$-]+(?:@[^()\s]*)?", _A)
 _PID = re.compile(r"^\d+:$", _A)
+_ROWISH = re.compile(r"^\d+:\s", _A)
+"""A line shaped like a table row, readable or not (``12:  5  80`` lacks its class)."""
 _TIME = r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?"
 _LOCAL_TIME = re.compile(_TIME + "$", _A)
 _ISO_TIME = re.compile(_TIME + r"(?:Z|[+-]\d\d:?\d\d)$", _A)
@@ -124,7 +126,7 @@ def _parse(path: Path, sink: RejectSink) -> list[_Histogram]:
         elif histo is None:  # text around the tables: pid line, time line, command echo
             if _LOCAL_TIME.match(line) or _ISO_TIME.match(line):
                 pending_time = line
-            elif _ROW.match(line) or _TOTAL.match(line):
+            elif _ROWISH.match(line) or _TOTAL.match(line):
                 sink.add(
                     f"{path.name}:{lineno}",
                     "class histogram line outside a table (no ' num  #instances  #bytes  class "

@@ -47,7 +47,7 @@ from incidentkit.frames import (
     spec_of,
 )
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources import diagnostics, jfr, journal, ledger, session_state, spans
+from incidentkit.sources import diagnostics, event_kinds, jfr, journal, ledger, session_state, spans
 from incidentkit.sources.adk_events import SESSION_KEYS, matches
 from incidentkit.sources.base import (
     Loaded,
@@ -507,14 +507,16 @@ def _table(layout: Layout) -> Callable[[Frames, Filters], Frames]:
 
 def _events(frames: Frames, filters: Filters) -> Frames:
     """Events in the filters, numbered again within their sessions (``seq`` counts the events
-    a read keeps); their calls, responses and writes follow them; stored state as a store's
-    reader keeps it."""
+    a read keeps) and related again (a compaction or rewind covers the events a read keeps:
+    :func:`~incidentkit.sources.event_kinds.relations`); their calls, responses and writes
+    follow them; stored state as a store's reader keeps it."""
     events = frames["events"]
     kept = _rows(events, matches(events, filters))
     out = {"session_state": _state(frames["session_state"], filters)}
     if len(kept) == len(events):
         return {**{name: frames[name] for name in SECTION_FRAMES["events"][:4]}, **out}
     kept["seq"] = kept.groupby(list(SESSION_KEYS), sort=False).cumcount()
+    kept = kept.assign(**event_kinds.relations(kept))
     seq = kept.set_index("event_id")["seq"]
     for name in ("calls", "responses", "state_writes"):
         child = frames[name]

@@ -11,14 +11,17 @@ A ``SessionEvent`` (REST JSON of ``reasoningEngines.sessions.events``; ADK Java'
 ``SessionJsonConverter``, ADK Python's ``VertexAiSessionService``) keeps ``author``,
 ``invocationId``, ``timestamp`` (RFC 3339 text, or ``{"seconds", "nanos"}``), ``content``,
 ``errorCode``/``errorMessage``, ``actions`` (``stateDelta`` with a removed key as ``null``,
-``transferAgent``, ``escalate``, ``skipSummarization``, ...) and ``eventMetadata``
-(``partial``, ``turnComplete``, ``interrupted``, ``branch``, ``longRunningToolIds``,
-``usageMetadata``; ADK Python keeps usage in ``customMetadata._usage_metadata``). ADK Python
-also writes the whole event as ``rawEvent``; as ADK's reader does, the kit then reads the
-raw event, with author, invocation id and time from the resource. The event id is the last
-segment of ``name`` (``.../reasoningEngines/{engine}/sessions/{session}/events/{event}``),
-unless a raw event keeps the id it was created with (the one spans carry). Snake_case keys
-(an SDK object dumped without aliases) read the same.
+``transferAgent``, ``escalate``, ``skipSummarization``, ADK Java's ``endOfAgent``, ...) and
+``eventMetadata`` (``partial``, ``turnComplete``, ``interrupted``, ``branch``,
+``longRunningToolIds``, ``usageMetadata``; ADK Python keeps usage in
+``customMetadata._usage_metadata`` and a compaction in ``customMetadata._compaction``). ADK
+Python also writes the whole event as ``rawEvent`` (its ``actions`` whole: ``compaction``,
+``rewindBeforeInvocationId``, ``endOfAgent``, ``agentState``); as ADK's reader does, the kit
+then reads the raw event, with author, invocation id and time from the resource. The event
+id is the last segment of ``name``
+(``.../reasoningEngines/{engine}/sessions/{session}/events/{event}``), unless a raw event
+keeps the id it was created with (the one spans carry). Snake_case keys (an SDK object
+dumped without aliases) read the same.
 
 The session id comes from ``name``; the app is the reasoning engine, named by the app
 profile whose ``reasoning_engine`` is that id (else the engine id itself, which is what ADK
@@ -70,6 +73,9 @@ _ACTIONS = {
     "end_of_agent": "endOfAgent",
 }
 _USAGE = "_usage_metadata"
+_COMPACTION = "_compaction"
+"""Where ADK Python keeps ``actions.compaction`` of an event stored field by field (the API's
+``actions`` has no field for it): ``eventMetadata.customMetadata._compaction``."""
 
 
 def _get(record: Mapping[str, Any], *keys: str) -> Any:
@@ -205,6 +211,10 @@ def to_event(wire: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         custom = _get(metadata, "customMetadata", "custom_metadata")
         if "usageMetadata" not in event and isinstance(custom, dict) and _USAGE in custom:
             event["usageMetadata"] = custom[_USAGE]
+        if isinstance(custom, dict) and custom.get(_COMPACTION) is not None:
+            actions = event.get("actions", {})
+            if isinstance(actions, dict) and actions.get("compaction") is None:
+                event["actions"] = {**actions, "compaction": custom[_COMPACTION]}
     return event, False
 
 

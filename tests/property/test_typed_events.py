@@ -94,6 +94,15 @@ def events(wildness: bool) -> st.SearchStrategy[dict[str, Any]]:
     delta = st.none() | st.dictionaries(
         st.sampled_from(["k", "temp:t", "app:a", "user:u", "x:y"]), delta_values, max_size=3
     )
+    compaction = optional_keys(
+        {
+            "startTimestamp": w(times),
+            "start_timestamp": w(times),
+            "endTimestamp": w(times),
+            "end_timestamp": w(times),
+            "compactedContent": wild,
+        }
+    )
     actions = optional_keys(
         {
             "stateDelta": w(delta),
@@ -102,6 +111,14 @@ def events(wildness: bool) -> st.SearchStrategy[dict[str, Any]]:
             "transferAgent": w(texts),
             "escalate": w(bools),
             "skip_summarization": w(bools),
+            "compaction": w(st.none() | compaction),
+            "rewindBeforeInvocationId": w(texts),
+            "rewind_before_invocation_id": w(texts),
+            "endOfAgent": w(bools),
+            "end_of_agent": w(bools),
+            "endInvocation": w(bools),
+            "agentState": wild,
+            "agent_state": wild,
         }
     )
     usage = wild | optional_keys(

@@ -64,6 +64,7 @@ def java_event(
         "ts": at_ms(off),
         "author": author,
         "final_response": final,
+        "kind": "turn",
         **extra,
     }
 
@@ -124,6 +125,7 @@ def test_java_lines_give_one_event_row_per_line_in_session_order() -> None:
                 error_message="boom",
                 turn_complete=True,
                 escalate=True,
+                kind="error",  # an error code and no content
             ),
         ]
     )

@@ -57,6 +57,8 @@ def test_the_export_keeps_the_transcript_and_loses_what_the_service_drops() -> N
     assert calls["call_id"].isna().all() and len(calls) == len(java.frame("calls"))
     assert sorted(calls["name"]) == sorted(java.frame("calls")["name"])
     assert fs.frame("state_writes").empty
+    assert events["kind"].eq("turn").all()  # no actions, so no markers: every event a turn
+    assert events[["compacted_by", "rewind_before", "rewound_by"]].isna().all(axis=None)
     assert set(events["source_format"]) == {"firestore-json"}
     (warning,) = fs.warnings["reason"][fs.warnings["reason"].str.contains("Firestore export")]
     for limit in firestore.LIMITS:

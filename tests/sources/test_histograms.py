@@ -159,11 +159,13 @@ def test_a_row_outside_any_table_and_a_number_past_64_bits_are_rejects(tmp_path:
         "   1:  99999999999999999999  40  java.lang.Object\n"
         "   2:  1  16  java.lang.Thread\n"
         "Total  1  16\n"
+        "   0:             0              0  \n"  # row-shaped, after the table, no class
     )
     loaded = histograms.load(SourceSpec("histograms", paths=(odd,)), Filters())
-    assert loaded.rejects["location"].tolist() == ["odd.txt:1", "odd.txt:3"]
+    assert loaded.rejects["location"].tolist() == ["odd.txt:1", "odd.txt:3", "odd.txt:6"]
     assert "outside a table" in loaded.rejects["reason"].iloc[0]
     assert "64 bits" in loaded.rejects["reason"].iloc[1]
+    assert "outside a table" in loaded.rejects["reason"].iloc[2]
     assert loaded.frames["class_histograms"]["class"].tolist() == ["java.lang.Thread"]
 
 

@@ -276,3 +276,18 @@ def test_a_snapshot_taken_before_a_frame_gained_columns_reads_them_as_unknown(
     _recorded_again(folder)
     with pytest.raises(SchemaError, match=r"lacks columns \['thread'\]"):
         open_evidence(folder).frame("threads")
+
+
+def test_an_events_snapshot_taken_before_kinds_reads_every_event_as_a_turn(snap: Path) -> None:
+    """A snapshot from before events had kinds: each event opens as a turn, no marker
+    relates it to another, and a warning says why."""
+    part = snap / "events" / "events.parquet"
+    _rewrite(part, lambda table: table.drop_columns(list(LATER_COLUMNS["events"])))
+    _recorded_again(snap)
+    evidence = open_evidence(snap)
+    got = evidence.frame("events")
+    assert len(got) and got["kind"].eq("turn").all() and str(got["kind"].dtype) == "str"
+    later = [col for col in LATER_COLUMNS["events"] if col != "kind"]
+    assert got[later].isna().all(axis=None)
+    (reason,) = evidence.warnings.loc[evidence.warnings["location"] == str(part), "reason"]
+    assert "taken before the events frame had the columns kind, compaction_start" in reason
