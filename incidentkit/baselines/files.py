@@ -37,8 +37,13 @@ MEMORY_LIMIT = "512MB"
 
 def readable(spec: SourceSpec) -> bool:
     """Whether DuckDB can read ``spec``'s files here: event lines or Parquet rows (not a
-    session document, a Vertex AI or Firestore export, or a database)."""
+    session document, a Vertex AI, Firestore or BigQuery Agent Analytics export, or a
+    database)."""
     if spec.is_database or spec.format not in (None, "adk-java-json"):
+        return False
+    from incidentkit.sources.events import export_format
+
+    if export_format(spec) is not None:  # its rows are not ADK events: the frames' path
         return False
     try:
         paths = expand_paths(spec.paths, what="events")

@@ -210,3 +210,13 @@ def test_run_all_on_the_rows(analytics: Any, w: ModuleType, tmp_path: Path) -> N
     assert ids[0] == "runaway/evidence-limits"
     (hit,) = [item for item in findings["items"] if item["id"] == "runaway/hit-limit"]
     assert analytics.runaway.runaway.invocation_id in {row["invocation_id"] for row in hit["rows"]}
+
+
+def test_a_baseline_over_the_rows_is_not_pushed_to_duckdb(analytics: Any) -> None:
+    """DuckDB's baseline reads ADK event lines: the plugin's rows are loaded as frames."""
+    from incidentkit import baselines
+
+    folder = analytics.analytics.folder
+    for variant in VARIANTS:
+        spec = ik.open_evidence(manifest(folder, variant)).manifest.sources["events"]
+        assert not baselines.pushable(spec), variant
