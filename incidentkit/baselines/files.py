@@ -180,9 +180,21 @@ def _events_sql(
         f"NOT IN ('[]', 'null') OR (NOT {has_call} AND NOT {has_response} AND NOT {partial})"
         + (f" OR ({code} IS NOT NULL AND NOT {partial} AND NOT {has_call}))" if python else ")")
     )
+    bare = f"({parts} IN ('', '[]', 'null'))"
+    given = "(COALESCE({}, 'null') NOT IN ('null', ''))".format
+    rewind = ("actions.rewindBeforeInvocationId", "actions.rewind_before_invocation_id")
+    end = _text("doc", "actions.endOfAgent", "actions.end_of_agent")
+    state = _text("doc", "actions.agentState", "actions.agent_state")
+    marker = (
+        f"({given(_text('doc', 'actions.compaction'))} OR {given(_text('doc', *rewind))} OR "
+        f"({bare} AND (COALESCE({end}, '') IN ('true', '1') OR {given(state)})))"
+    )
+    conditions.append(f"NOT {marker}")  # no marker is a turn (sources/event_kinds.py)
+    usage = _text("doc", "usageMetadata", "usage_metadata")
     model = (
         f"(COALESCE(json_extract_string(doc, '$.author'), 'user') <> 'user' "
-        f"AND NOT {partial} AND NOT {has_response} AND NOT {refused})"
+        f"AND NOT {partial} AND NOT {has_response} AND NOT {refused} "
+        f"AND (NOT {bare} OR {given(usage)}))"
     )
     stamp = "TRY_CAST(json_extract_string(doc, '$.timestamp') AS DOUBLE)"
     cte = f"""

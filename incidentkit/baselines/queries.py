@@ -11,10 +11,15 @@ Python's ``events`` store (``event_data``, snake_case). Each event's flags follo
 normaliser's rules (``adk_events.py``) and the flows' counts:
 
 - a **model call** (``runaway/counts.py``): an event not authored by ``user``, not partial,
-  carrying no function response part, and not ADK Python's limit error event;
+  carrying no function response part, not ADK Python's limit error event, no marker (a
+  compaction, a rewind, a content-less ``end_of_agent`` / ``agent_state`` checkpoint), and
+  with content parts or usage metadata (a content-less error event of a tool is no call);
 - a **final response**: ``skipSummarization``, a non-empty ``longRunningToolIds``, or no call,
   no response and not partial (ADK Python: also an error that calls nothing). A trailing
   code-execution result is not looked for (the kit's agents run none);
+- a **marker** (``sources/event_kinds.py``) is left out before anything is counted, so a
+  compaction's or a rewind's own invocation id is no invocation and a resumable app's closing
+  checkpoints do not keep its invocations from ending;
 - an **error**: an ``errorCode``; a **limit error**: an error code or message naming
   ``LlmCallsLimitExceeded`` or "limit of N exceeded".
 
@@ -64,6 +69,11 @@ CAMEL: Mapping[str, tuple[str, ...]] = {
     "parts": ("content", "parts"),
     "skip": ("actions", "skipSummarization"),
     "long_running": ("longRunningToolIds",),
+    "usage": ("usageMetadata",),
+    "compaction": ("actions", "compaction"),
+    "rewind": ("actions", "rewindBeforeInvocationId"),
+    "end_of_agent": ("actions", "endOfAgent"),
+    "agent_state": ("actions", "agentState"),
 }
 SNAKE: Mapping[str, tuple[str, ...]] = {
     **CAMEL,
@@ -71,6 +81,10 @@ SNAKE: Mapping[str, tuple[str, ...]] = {
     "error_message": ("error_message",),
     "skip": ("actions", "skip_summarization"),
     "long_running": ("long_running_tool_ids",),
+    "usage": ("usage_metadata",),
+    "rewind": ("actions", "rewind_before_invocation_id"),
+    "end_of_agent": ("actions", "end_of_agent"),
+    "agent_state": ("actions", "agent_state"),
 }
 QUANTILES = (0.5, 0.95, 0.99)
 _TRUE = ("true", "1")
@@ -118,7 +132,8 @@ def _like(text: ColumnElement[Any], pattern: str) -> ColumnElement[bool]:
 
 
 def _flags(conn: Connection, events: EventTable) -> dict[str, ColumnElement[bool]]:
-    """Per event: model call, final response, error, limit error (see the module doc).
+    """Per event: model call, final response, error, limit error, and whether it is a marker
+    (a compaction, a rewind, a checkpoint: never part of an invocation; see the module doc).
 
     Each JSON field is read once per flag that needs it; the part tests use the engine's
     own JSON search (:func:`dialects.has_item_key`).
@@ -152,8 +167,29 @@ def _flags(conn: Connection, events: EventTable) -> dict[str, ColumnElement[bool
     )
     if python:
         final = sa.or_(final, sa.and_(code.is_not(None), ~partial, ~has_call))
-    model = sa.and_(field("author") != "user", ~partial, ~has_response, ~refused)
-    return {"model": model, "final": final, "error": code.is_not(None), "refused": refused}
+    bare = sa.func.coalesce(field("parts"), "[]").in_(["[]", "null"])
+    marker = sa.or_(
+        _given(field("compaction")),
+        _given(field("rewind"), empty=("",)),
+        sa.and_(
+            bare,
+            sa.or_(
+                sa.func.coalesce(field("end_of_agent"), "").in_(_TRUE),
+                _given(field("agent_state")),
+            ),
+        ),
+    )
+    answered = sa.or_(~bare, _given(field("usage")))  # a model's reply, even an empty one
+    model = sa.and_(field("author") != "user", ~partial, ~has_response, ~refused, answered)
+    return {
+        **{"model": model, "final": final, "error": code.is_not(None), "refused": refused},
+        "marker": marker,
+    }
+
+
+def _given(text: ColumnElement[str], empty: tuple[str, ...] = ()) -> ColumnElement[bool]:
+    """Whether a JSON field is there and neither null nor one of ``empty``."""
+    return sa.func.coalesce(text, "null").not_in(["null", *empty])
 
 
 def _one(condition: ColumnElement[bool]) -> ColumnElement[int]:
@@ -201,7 +237,7 @@ def per_invocation(
     rows = (
         sa.select(*columns)
         .select_from(events.info.clause)
-        .where(*conditions, inv.is_not(None))
+        .where(*conditions, inv.is_not(None), ~flags["marker"])  # no marker is a turn
         .subquery("flagged")
     )
     r = rows.c

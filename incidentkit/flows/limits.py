@@ -80,9 +80,12 @@ WITHHELD_COUNTS: Mapping[str, tuple[str, ...]] = {
     "runaway": ("loops",),
     "vanished_state": (
         *("temp_prefix", "never_durable", "overwritten", "raced", "removed", "present"),
-        "replay_differences",
+        *("rewound", "replay_differences"),
     ),
-    "session": ("invocations", "error_code_events"),
+    "session": (
+        *("invocations", "error_code_events"),
+        *("compactions", "rewinds", "checkpoints", "rewound_events"),
+    ),
 }
 """Per flow: summary counters resting on the same facts (a name also covers ``name.*``); they
 are left out of the summary rather than shown as counts the evidence cannot give."""

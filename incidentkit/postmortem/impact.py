@@ -251,7 +251,8 @@ def _state(ff: FlowFindings, overlaps: str, faults: str | None) -> dict[str, Cla
 def _vanished(ff: FlowFindings) -> dict[str, Claim]:
     claims = _state(ff, "vanished_state/overlapping-invocations", None)
     rows = ff.rows("vanished_state/keys")
-    lost = [n for n, r in enumerate(rows, 1) if r.get("verdict") != "PRESENT"]
+    lost = [n for n, r in enumerate(rows, 1) if r.get("verdict") not in ("PRESENT", "REWOUND")]
+    rewound = [n for n, r in enumerate(rows, 1) if r.get("verdict") == "REWOUND"]
     if rows:
         names = ", ".join(
             f"{md(rows[n - 1].get('key'))} ({md(rows[n - 1].get('verdict'))})" for n in lost
@@ -259,6 +260,12 @@ def _vanished(ff: FlowFindings) -> dict[str, Claim]:
         claims["state keys"] = Claim(
             f"{len(lost)} of {len(rows)} keys did not stick" + (f": {names}" if names else ""),
             (item_ref(ff, "vanished_state/keys", lost or None),),
+        )
+    if rewound:  # rolled back on request (Runner.rewind_async), not lost
+        names = ", ".join(md(rows[n - 1].get("key")) for n in rewound)
+        claims["rewound keys"] = Claim(
+            f"{len(rewound)} key(s) rolled back by a rewind: {names}",
+            (item_ref(ff, "vanished_state/keys", rewound),),
         )
     return claims
 

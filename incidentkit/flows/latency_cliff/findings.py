@@ -21,6 +21,7 @@ from incidentkit.findings import (
     rows_of,
     verdict_of,
 )
+from incidentkit.flows._resume import resumed_item, run_twice_item
 from incidentkit.flows.latency_cliff.fixes import fix_text
 from incidentkit.flows.latency_cliff.hangs import Orphaned, by_last_event
 from incidentkit.flows.latency_cliff.latency import SOURCE_LABELS
@@ -273,8 +274,8 @@ def latency_findings(
     Verdict: INCOMPLETE_EVIDENCE when ``rejects`` (unread rows of the flow's sources) is not
     empty or no source times an invocation; else ACTION_NEEDED when any finding needs action
     (a cliff, an invocation open past the client timeout, stuck or spinning threads, a lock
-    owner, a disagreement, lock contention);
-    else CLEAN.
+    owner, a disagreement, lock contention, a call run again after a crash that the journal
+    shows ran twice or cannot tell); else CLEAN.
     """
     rejects = rejects if rejects is not None else pd.DataFrame()
     items: list[Finding] = []
@@ -304,6 +305,7 @@ def latency_findings(
     locks = _contention(report, row_limit)
     if locks is not None:
         items.append(locks)
+
     disagree = report.disagreements
     if len(disagree):
         items.append(
@@ -319,6 +321,12 @@ def latency_findings(
                 len(disagree),
             )
         )
+    for item in (
+        resumed_item(FLOW, report.resumed, row_limit),
+        run_twice_item(FLOW, report.calls_run_twice, row_limit),
+    ):
+        if item is not None:
+            items.append(item)
     series = report.series
     summary = {
         "runs": len(series),
@@ -334,6 +342,8 @@ def latency_findings(
         "jfr_recordings": report.recordings,
         "contended_locks": len(report.contention),
         "source_disagreements": len(disagree),
+        "resumed_invocations": len(report.resumed),
+        "calls_run_twice": len(report.calls_run_twice),
         "rejects": len(rejects),
     }
     incomplete = len(rejects) > 0 or report.source is None

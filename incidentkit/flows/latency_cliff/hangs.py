@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from incidentkit.flows._frames import as_columns, choose
+from incidentkit.flows.latency_cliff.latency import waiting_calls
 from incidentkit.frames import BOOL, FLOAT, INT, OBJ, STR, TS, RunStatus
 
 
@@ -86,13 +87,13 @@ def open_invocations(
     """The open rows of ``latency`` started more than ``older_than_s`` before ``as_of``, each
     with the shape of its last stored event (:class:`LastEvent`), oldest first.
 
-    For an unanswered call, ``tool`` and ``call_id`` name the invocation's last call that no
-    response answers. ``orphaned`` marks one whose worker died (:class:`Orphaned`): with a
-    ledger, its run (its own, else its session's latest run started by then) is RUNNING with
-    a lease that expired before ``as_of`` (``lease_expired``), or was claimed again and runs
-    another invocation since; with no ledger, its session has been silent for longer than
-    the client timeout while other sessions of the app went on. An orphan is for the orphans
-    flow, not a hang.
+    For an unanswered call, ``tool`` and ``call_id`` name the invocation's last call that still
+    waits (:func:`.latency.waiting_calls`: no response, no later error event). ``orphaned``
+    marks one whose worker died (:class:`Orphaned`): with a ledger, its run (its own, else its
+    session's latest run started by then) is RUNNING with a lease that expired before
+    ``as_of`` (``lease_expired``), or was claimed again and runs another invocation since;
+    with no ledger, its session has been silent for longer than the client timeout while
+    other sessions of the app went on. An orphan is for the orphans flow, not a hang.
     """
     age = (as_of - latency["started_at"]).dt.total_seconds()
     past = latency["open"] & age.gt(older_than_s)
@@ -104,9 +105,7 @@ def open_invocations(
     last = mine.sort_values(["session_id", "seq"], kind="stable").drop_duplicates(
         "invocation_id", keep="last"
     )
-    pending = calls.loc[
-        calls["invocation_id"].isin(ids) & ~calls["call_id"].isin(responses["call_id"])
-    ]
+    pending = calls.loc[calls["invocation_id"].isin(ids) & waiting_calls(events, calls, responses)]
     pending = pending.sort_values(["session_id", "seq"], kind="stable").drop_duplicates(
         "invocation_id", keep="last"
     )

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from incidentkit.flows._frames import as_columns
+from incidentkit.flows._markers import turns, without_marker_invocations
 from incidentkit.frames import BOOL, FLOAT, INT, STR, TS, RunStatus, SpanKind
 
 SOURCES = ("diagnostics", "spans", "ledger", "events")
@@ -143,28 +144,52 @@ def from_ledger(runs: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def from_events(events: pd.DataFrame, calls: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
-    """Each invocation of the event log: first to last event.
+def answered_by_error(events: pd.DataFrame, calls: pd.DataFrame) -> pd.Series:
+    """Whether each call of ``calls`` is followed by an error event of its invocation (a later
+    ``seq`` of its session): the tool raised and ADK stored the error instead of a response
+    (``workflow/_node_runner.py``: a node's exception becomes an event with ``error_code``, and
+    a ``RetryConfig`` runs the node again with a new call). Such a call waits on nothing."""
+    errors = events.loc[events["error_code"].notna() & events["invocation_id"].notna()]
+    if errors.empty or calls.empty:
+        return pd.Series(False, index=calls.index, dtype=bool)
+    last = errors.groupby(["session_id", "invocation_id"], dropna=False)["seq"].max()
+    keys = pd.MultiIndex.from_frame(calls[["session_id", "invocation_id"]])
+    after = pd.Series(last.reindex(keys).to_numpy(), index=calls.index)
+    return calls["seq"].lt(after).fillna(False).astype(bool)
 
-    It has ended when its last event is a final response and none of its calls is unanswered
-    (a long-running call, the run paused on it, is not); an event with an error code marks it
-    failed.
+
+def waiting_calls(events: pd.DataFrame, calls: pd.DataFrame, responses: pd.DataFrame) -> pd.Series:
+    """Whether each call of ``calls`` still waits: no response answers it and no later error
+    event of its invocation ended it (:func:`answered_by_error`)."""
+    return ~calls["call_id"].isin(responses["call_id"]) & ~answered_by_error(events, calls)
+
+
+def from_events(events: pd.DataFrame, calls: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
+    """Each invocation of the event log: first to last turn (markers are no part of its time).
+
+    It has ended when its last turn (markers aside: a resumable app closes every agent with a
+    content-less checkpoint, ``events/event_actions.py`` ``end_of_agent``) is a final response
+    and none of its calls waits (:func:`waiting_calls`; a long-running call, the run paused on
+    it, does not); an event with an error code marks it failed. A marker's own invocation (a
+    compaction, a rewind) is no run.
     """
-    inv = events.loc[events["invocation_id"].notna()]
+    inv = without_marker_invocations(events.loc[events["invocation_id"].notna()], events)
     if inv.empty:
         return empty_latency()
     inv = inv.sort_values(["session_id", "seq"], kind="stable")
     grouped = inv.groupby("invocation_id", sort=False)
     first = grouped.first()
-    last = grouped.last()
-    started = grouped["ts"].min()
-    finished = grouped["ts"].max()
+    said = turns(inv).groupby("invocation_id", sort=False)
+    last = said["final_response"].last()
+    started = said["ts"].min().reindex(first.index)
+    finished = said["ts"].max().reindex(first.index)
     errors = inv["error_code"].notna().groupby(inv["invocation_id"], sort=False).any()
-    waiting = ~calls["call_id"].isin(responses["call_id"])
+    waiting = waiting_calls(events, calls, responses)
     if "long_running" in calls:  # a long-running call pauses the run by design (ADK's rule)
         waiting &= ~calls["long_running"].astype(bool)
     unanswered = calls.loc[waiting, "invocation_id"]
-    ended = last["final_response"].astype(bool) & ~last.index.isin(unanswered.dropna())
+    final = last.reindex(first.index, fill_value=False).astype(bool)
+    ended = final & ~first.index.isin(unanswered.dropna())
     ended_at = finished.where(ended)
     return _frame(
         {

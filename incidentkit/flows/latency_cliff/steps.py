@@ -10,11 +10,12 @@ from typing import Any
 import pandas as pd
 
 from incidentkit import baselines
-from incidentkit.errors import ParameterError
+from incidentkit.errors import IncidentkitError, ParameterError
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
 from incidentkit.flows import FLOWS
 from incidentkit.flows.common import (
+    Frames,
     Settings,
     baseline_window,
     begin,
@@ -33,6 +34,7 @@ from incidentkit.flows.latency_cliff.triage import (
     latency_by_source,
     triage_latency,
     with_baseline,
+    with_journal,
 )
 from incidentkit.flows.limits import with_limits
 from incidentkit.manifest import Window
@@ -99,7 +101,7 @@ def setup(
 
 
 READS = ("runs", "events", "calls", "responses", "spans", "diagnostics", "threads")
-"""The frames the flow reads."""
+"""The frames the flow reads (and the journal, only when ADK ran a call again after a crash)."""
 BASELINE_READS = ("runs", "events", "calls", "responses", "spans", "diagnostics")
 """The frames a baseline loaded into pandas reads (no thread dumps)."""
 PUSHED = {"ledger": "ledger", "events": "events"}
@@ -119,10 +121,27 @@ def triage(evidence: Evidence, settings: Settings) -> LatencyReport:
         jfr_samples=evidence.frame("jfr_samples") if jfr else None,
         jfr_locks=evidence.frame("jfr_locks") if jfr else None,
     )
+    if len(report.calls_run_twice) and evidence.has("journal"):
+        report = _journal_checked(report, evidence, frames)
     window = baseline_window(settings["baseline"], settings["as_of"])
     if window is None or report.source is None:
         return report
     return with_baseline(report, _baseline(evidence, settings, window, report.source))
+
+
+def _journal_checked(report: LatencyReport, evidence: Evidence, frames: Frames) -> LatencyReport:
+    """``report`` with the calls ADK ran again checked against the journal, read only now (a
+    journal that cannot be read stops nothing: the calls say no journal tells, and a note
+    why)."""
+    try:
+        journal = evidence.journal
+    except IncidentkitError as err:
+        note = (
+            f"The journal could not be read ({err}): nothing tells whether a call ADK ran "
+            "again after a crash had its side effect twice."
+        )
+        return replace(report, notes=(*report.notes, note))
+    return with_journal(report, frames, journal)
 
 
 def _baseline(
@@ -176,6 +195,14 @@ SHOWN: Mapping[str, tuple[str, ...]] = {
     "idle_threads": ("count", "pool", "state", "idle_reason", "app_frame", "top_frame"),
     "fix": ("step", "fix", "change"),  # tool and client are named in every change
     "disagreements": ("invocation_id", "source", "other_source", "ms", "other_ms", "detail"),
+    "resumed": (
+        *("invocation_id", "segments", "started_at", "pause_ms", "active_ms", "cause"),
+        "detail",
+    ),
+    "calls_run_twice": (
+        *("invocation_id", "tool", "call_id", "called_at", "resumed_at", "journal_key"),
+        *("journal_status", "verdict", "detail"),
+    ),
     "contention": ("class", "kind", "count", "blocked_ms", "max_ms", "threads", "owners"),
 }
 """The columns each view shows in the report; findings.json keeps every column."""

@@ -15,6 +15,14 @@ import numpy as np
 import pandas as pd
 
 from incidentkit.flows._frames import as_columns
+from incidentkit.flows._resume import (
+    PAUSE_COLUMNS,
+    RESUMED_COLUMNS,
+    RUN_TWICE_COLUMNS,
+    Resumes,
+    calls_run_twice,
+    resumes,
+)
 from incidentkit.flows.common import Frames
 from incidentkit.flows.latency_cliff import cliff as cp
 from incidentkit.flows.latency_cliff.baseline import LatencyBaseline, compared
@@ -102,6 +110,15 @@ class LatencyReport:
     lock_owners: pd.DataFrame = field(default_factory=lambda: _empty(OWNER_COLUMNS))
     """The threads holding the locks others wait for in the last dump
     (:data:`.locks.OWNER_COLUMNS`; a row with no owner: a lock the dump names no owner of)."""
+    pauses: pd.DataFrame = field(default_factory=lambda: _empty(PAUSE_COLUMNS))
+    """The pauses of the resumed invocations
+    (:data:`incidentkit.flows._resume.PAUSE_COLUMNS`)."""
+    resumed: pd.DataFrame = field(default_factory=lambda: _empty(RESUMED_COLUMNS))
+    """Invocations ADK resumed under their own id, timed as segments
+    (:data:`incidentkit.flows._resume.RESUMED_COLUMNS`)."""
+    calls_run_twice: pd.DataFrame = field(default_factory=lambda: _empty(RUN_TWICE_COLUMNS))
+    """Calls ADK executed again after a crash, each with what the journal says
+    (:data:`incidentkit.flows._resume.RUN_TWICE_COLUMNS`)."""
 
     @property
     def baseline_text(self) -> str:
@@ -167,9 +184,12 @@ class LatencyReport:
         return bool(row["p95_after_ms"] >= cp.MIN_RATIO * row["p95_before_ms"])
 
 
-def latency_by_source(frames: Frames) -> dict[str, pd.DataFrame]:
+def latency_by_source(frames: Frames, resumed: Resumes | None = None) -> dict[str, pd.DataFrame]:
     """The latency frame of every source present, best first; spans are kept to the
-    invocations other sources place in the app (they carry no app name)."""
+    invocations other sources place in the app (they carry no app name). A resumed invocation
+    (``resumed``, else found in ``frames``) is timed as segments in every source
+    (:func:`segmented`)."""
+    found = resumed if resumed is not None else resumes_of(frames)
     out = {
         "diagnostics": from_diagnostics(frames.diagnostics),
         "ledger": from_ledger(frames.runs),
@@ -179,10 +199,32 @@ def latency_by_source(frames: Frames) -> dict[str, pd.DataFrame]:
     spans = from_spans(frames.spans)
     out["spans"] = spans.loc[spans["invocation_id"].isin(known)] if len(known) else spans
     return {
-        name: attach_runs(out[name].reset_index(drop=True), frames.runs)
+        name: segmented(attach_runs(out[name].reset_index(drop=True), frames.runs), found)
         for name in SOURCES
         if not out[name].empty
     }
+
+
+def resumes_of(frames: Frames) -> Resumes:
+    """The pauses and resumed invocations the frames show (:func:`._resume.resumes`)."""
+    return resumes(frames.events, frames.calls, frames.responses, frames.spans, frames.diagnostics)
+
+
+def segmented(latency: pd.DataFrame, found: Resumes) -> pd.DataFrame:
+    """``latency`` with each resumed invocation that ended timed as segments: from its first
+    record to its last, less its pauses (``active_ms``). Every source then tells the same time
+    of it: a source that saw only its last segment (spans: the process that died exported
+    none) does not disagree with one that saw them all, and a pause is no latency."""
+    resumed = found.invocations.set_index("invocation_id")
+    which = latency["invocation_id"].isin(resumed.index) & ~latency["open"]
+    if not which.any():
+        return latency
+    ids = latency.loc[which, "invocation_id"]
+    out = latency.copy()
+    for column in ("started_at", "ended_at"):
+        out.loc[which, column] = ids.map(resumed[column]).astype(out[column].dtype)
+    out.loc[which, "ms"] = ids.map(resumed["active_ms"]).astype(FLOAT)
+    return out
 
 
 def as_at(latency: pd.DataFrame, as_of: pd.Timestamp) -> pd.DataFrame:
@@ -277,13 +319,18 @@ def triage_latency(
     bucket: pd.Timedelta = ONE_MINUTE,
     jfr_samples: pd.DataFrame | None = None,
     jfr_locks: pd.DataFrame | None = None,
+    journal: pd.DataFrame | None = None,
 ) -> LatencyReport:
     """The whole flow on one app's frames (see the module docstring of each step).
 
     ``jfr_samples`` and ``jfr_locks`` (a JFR recording's frames, when there is one) add the
     threads sampled in one native call through the recording to the stuck threads, and the
-    contended monitors and locks."""
-    by_source = {name: as_at(frame, as_of) for name, frame in latency_by_source(frames).items()}
+    contended monitors and locks. ``journal`` (None: the evidence has none) tells whether a
+    call ADK ran again after a crash had its side effect twice."""
+    resumed = resumes_of(frames)
+    by_source = {
+        name: as_at(frame, as_of) for name, frame in latency_by_source(frames, resumed).items()
+    }
     notes: list[str] = []
     source = _best_source(by_source, notes)
     nothing = empty_latency()
@@ -356,8 +403,19 @@ def triage_latency(
         contention=contention(jfr_locks) if jfr_locks is not None else empty_contention(),
         spinning=seen.spinning,
         lock_owners=seen.owners,
+        pauses=resumed.pauses,
+        resumed=resumed.invocations,
+        calls_run_twice=calls_run_twice(resumed.pauses, frames.calls, frames.responses, journal),
     )
     return _with_fix(report)
+
+
+def with_journal(
+    report: LatencyReport, frames: Frames, journal: pd.DataFrame | None
+) -> LatencyReport:
+    """``report`` with its calls run twice checked against ``journal`` (None: none to tell)."""
+    twice = calls_run_twice(report.pauses, frames.calls, frames.responses, journal)
+    return replace(report, calls_run_twice=twice)
 
 
 def _live_cliff(series: pd.DataFrame, hung: pd.DataFrame) -> tuple[int | None, list[cp.Change]]:

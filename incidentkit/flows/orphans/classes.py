@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from incidentkit.flows._frames import as_columns, choose, per_group, rows_in, tuples
+from incidentkit.flows._markers import is_marker
 from incidentkit.frames import STR, require_columns, spec_of
 
 
@@ -31,13 +32,15 @@ class Log(NamedTuple):
 
     events: pd.DataFrame
     """Positional copy of the events' invocation_id, seq, ts, author, final_response,
-    error_code, plus ``sk`` (session code) and ``lr_n`` (how many long-running call ids the
-    event carries)."""
+    error_code, plus ``sk`` (session code), ``lr_n`` (how many long-running call ids the
+    event carries) and ``marker`` (a compaction, rewind or checkpoint: no turn)."""
     sessions: pd.DataFrame
     """app_name, user_id, session_id and ``sk`` of each session."""
     invocations: pd.DataFrame
-    """One row per (sk, invocation_id): n_events, any_lr and its last event's seq, ts, author,
-    final flag, error code, lr_n and long-running ids."""
+    """One row per (sk, invocation_id) with turns: n_events (its turns), any_lr and its last
+    turn's seq, ts, author, final flag, error code, lr_n and long-running ids. Markers are
+    left out: a resumable app closes every agent with a checkpoint after its answer
+    (``events/event_actions.py`` ``end_of_agent``), and a marker's own invocation is no run."""
 
 
 def read_log(events: pd.DataFrame) -> Log:
@@ -49,9 +52,10 @@ def read_log(events: pd.DataFrame) -> Log:
     ev["sk"] = sk
     sizes = pd.to_numeric(events["long_running_tool_ids"].str.len(), errors="coerce")
     ev["lr_n"] = sizes.fillna(0).to_numpy(dtype=np.int64)
+    ev["marker"] = is_marker(events).to_numpy(dtype=bool)
     sessions = events[skeys].reset_index(drop=True).assign(sk=sk).drop_duplicates("sk")
 
-    valid = ev[ev["invocation_id"].notna()]
+    valid = ev[ev["invocation_id"].notna() & ~ev["marker"]]
     agg = (
         valid.groupby(["sk", "invocation_id"], sort=False)
         .agg(n_events=("seq", "size"), any_lr=("lr_n", "max"), last=("seq", "idxmax"))
@@ -95,13 +99,14 @@ def locate(runs: pd.DataFrame, log: Log) -> pd.DataFrame:
     out["sk"] = out["row"].map(best_sk).fillna(-1).astype(np.int64)
 
     # runAsync does not emit the user event, so the ledger may lack the invocation id: take
-    # the first stored user event of the session at or after the run's start.
+    # the first stored user event of the session at or after the run's start (a compaction or
+    # a rewind, authored "user" too, is no user's message).
     need = out.loc[
         out["invocation_id"].isna() & (out["sk"] >= 0) & out["started_at"].notna(),
         ["row", "sk", "started_at"],
     ]
     ev = log.events
-    users = ev.loc[ev["author"] == "user", ["sk", "seq", "ts", "invocation_id"]]
+    users = ev.loc[ev["author"].eq("user") & ~ev["marker"], ["sk", "seq", "ts", "invocation_id"]]
     hits = need.merge(users, on="sk")
     hits = hits[hits["ts"] >= hits["started_at"]].sort_values(["row", "seq"])
     hits = hits.drop_duplicates("row")[["row", "seq", "ts", "invocation_id"]].rename(

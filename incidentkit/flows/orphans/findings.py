@@ -17,6 +17,7 @@ from incidentkit.findings import (
     rows_of,
     verdict_of,
 )
+from incidentkit.flows._resume import run_twice_item
 from incidentkit.flows.orphans.triage import Action, JournalVerdict, OrphanReport
 
 NAMED = 3
@@ -183,6 +184,9 @@ def orphan_findings(
         for frame, columns in [proofs[fid]]
         if len(frame)
     ]
+    twice = run_twice_item("orphans", report.calls_run_twice, row_limit)
+    if twice is not None:
+        items.append(twice)
     if report.ledger_runs == 0:
         items.insert(
             0,
@@ -209,6 +213,7 @@ def orphan_findings(
         "crash_loops": len(report.crash_loops),
         "duplicate_effects": len(report.duplicate_effects),
         "status_disagreements": len(report.status_disagreements),
+        "calls_run_twice": len(report.calls_run_twice),
         "rejects": 0 if rejects is None else len(rejects),
     }
     incomplete = report.ledger_runs == 0 or counts["UNKNOWN"] > 0 or summary["rejects"] > 0

@@ -12,6 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+import pandas as pd
+
+from incidentkit.errors import IncidentkitError
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
 from incidentkit.flows import FLOWS
@@ -68,7 +71,9 @@ def sweep(evidence: Evidence, settings: Settings) -> OrphanReport:
     The ledger is read with the evidence's filters. Events and the journal are then read from
     the earliest start of those runs up to ``as_of``: a run still RUNNING may have started
     before the window, and its log and journal entries must not be cut off (a cut log would
-    make a finished or half-sent run look NOT_STARTED). Nothing after ``as_of`` is seen.
+    make a finished or half-sent run look NOT_STARTED). Nothing after ``as_of`` is seen. The
+    spans and the diagnostics log, when the manifest has them, show which invocations ADK
+    resumed after a crash (the calls it ran again).
     """
     at = settings["as_of"]
     runs = evidence.runs
@@ -83,7 +88,21 @@ def sweep(evidence: Evidence, settings: Settings) -> OrphanReport:
         terminal_agent=settings["terminal_agent"],
         key_templates=settings["key_templates"],
         attempts_cap=settings["attempts_cap"],
+        spans=_side_frame(context, "spans"),
+        diagnostics=_side_frame(context, "diagnostics"),
+        has_journal=context.has("journal"),
     )
+
+
+def _side_frame(evidence: Evidence, name: str) -> pd.DataFrame | None:
+    """A frame the sweep reads only to see resumes: None when the manifest lacks its section
+    or it cannot be read (a source outside the flow's sections never stops it)."""
+    if not evidence.has(name):
+        return None
+    try:
+        return evidence.frame(name)
+    except IncidentkitError:
+        return None
 
 
 def findings(report: OrphanReport, evidence: Evidence, settings: Settings) -> Findings:
@@ -118,6 +137,10 @@ SHOWN: Mapping[str, tuple[str, ...]] = {
         "action",
     ),
     "duplicate_effects": ("business_key", "tool", "effects", "basis", "detail"),
+    "calls_run_twice": (
+        *("invocation_id", "tool", "call_id", "called_at", "resumed_at", "journal_key"),
+        *("journal_status", "verdict", "detail"),
+    ),
     "in_flight": (
         *("run_id", "status", "orphan_class", "action_kind", "owner", "lease_until"),
         "action",

@@ -13,13 +13,14 @@ The steps live beside it: ``classes`` (locating each run's invocation and classi
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from incidentkit.errors import ParameterError
 from incidentkit.flows._frames import as_columns
+from incidentkit.flows._resume import RUN_TWICE_COLUMNS, calls_run_twice, resumes
 from incidentkit.flows.orphans.actions import Action, call_actions, run_actions
 from incidentkit.flows.orphans.classes import (
     OrphanClass,
@@ -148,6 +149,12 @@ class OrphanReport:
     key_templates: Mapping[str, str]
     attempts_cap: int
     ledger_runs: int
+    calls_run_twice: pd.DataFrame = field(
+        default_factory=lambda: as_columns(pd.DataFrame(), RUN_TWICE_COLUMNS)
+    )
+    """Calls ADK executed again after a crash resumed their invocation, each with what the
+    journal says (:data:`incidentkit.flows._resume.RUN_TWICE_COLUMNS`); found with or without
+    a ledger."""
 
     def class_counts(self) -> dict[str, int]:
         """Orphans per class, every class present (zero when absent)."""
@@ -166,6 +173,9 @@ def classify_orphans(
     terminal_agent: str | Iterable[str],
     key_templates: Mapping[str, str] | None = None,
     attempts_cap: int = 3,
+    spans: pd.DataFrame | None = None,
+    diagnostics: pd.DataFrame | None = None,
+    has_journal: bool = True,
 ) -> OrphanReport:
     """Classify every non-terminal run of the ledger at ``as_of`` as a recovery sweeper would.
 
@@ -175,6 +185,12 @@ def classify_orphans(
     taken to have none. Orphans are RUNNING rows whose lease expired before ``as_of`` (a
     timezone-aware time; naive is refused). Runs with ``attempts >= attempts_cap`` that would
     be re-driven are crash loops to park. Inputs are canonical frames and are not modified.
+
+    Apart from the ledger, the calls ADK ran again when it resumed a crashed invocation (a
+    resumable app: same invocation id, same function-call id) are checked against the
+    journal; ``spans`` and ``diagnostics``, when given, show the resumes
+    (:func:`incidentkit.flows._resume.resumes`), and ``has_journal`` False says the evidence
+    has no journal at all.
     """
     at = utc_timestamp(as_of, what="as_of")
     terminal = _terminal_agents(terminal_agent)
@@ -214,6 +230,7 @@ def classify_orphans(
     orphan = acted["orphan"]
     own = calls_v.rename(columns={"action_kind": "call_action_kind", "action": "call_action"})
     runs_x["action_kind"] = runs_x["row"].map(acted.set_index("row")["action_kind"]).astype(STR)
+    pauses = resumes(events, calls, responses, spans, diagnostics).pauses
     return OrphanReport(
         orphans=as_columns(acted[orphan], RUN_COLUMNS),
         in_flight=as_columns(acted[~orphan], RUN_COLUMNS),
@@ -235,6 +252,7 @@ def classify_orphans(
         key_templates={tool: tpl.text for tool, tpl in templates.items()},
         attempts_cap=attempts_cap,
         ledger_runs=len(runs),
+        calls_run_twice=calls_run_twice(pauses, calls, responses, journal if has_journal else None),
     )
 
 

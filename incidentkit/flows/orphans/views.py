@@ -86,13 +86,15 @@ def crash_loops(
     at: pd.Timestamp,
     cap: int,
 ) -> pd.DataFrame:
-    """Runs to park, each with the dead-letter record to copy (request, class, last events).
+    """Runs to park, each with the dead-letter record to copy (request, class, last turns:
+    markers are left out).
 
     ``crash`` holds classified runs (with ``row``, ``sk`` and their reason); ``log`` is the
     :func:`~incidentkit.flows.orphans.classes.read_log` of ``events``.
     """
     keys = crash[["row", "sk", "invocation_id"]].rename(columns={"invocation_id": "inv"})
-    tail = keys.merge(log.events[["sk", "invocation_id", "seq"]].reset_index(names="eidx"), on="sk")
+    logged = log.events[["sk", "invocation_id", "seq", "marker"]].reset_index(names="eidx")
+    tail = keys.merge(logged.loc[~logged["marker"]], on="sk")
     tail = tail[tail["inv"].isna() | (tail["invocation_id"] == tail["inv"])]
     tail = tail.sort_values(["row", "seq"]).groupby("row").tail(LAST_EVENTS)
     picked = events.iloc[tail["eidx"].to_numpy(dtype=np.int64)]

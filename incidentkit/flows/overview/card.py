@@ -283,19 +283,29 @@ def _orphans(frames: Frames, as_of: pd.Timestamp, profile: Profile) -> dict[str,
 
 
 def _errors(frames: Frames) -> dict[str, Any]:
+    """The quiet-errors line: the session flow's errors that vanish. A run ``max_llm_calls``
+    stopped failed, loudly (``session.errors.run_outcomes``): its errors are counted apart and
+    left to the over-call-limit line."""
+    from incidentkit.flows.runaway.limits import names_limit_error
     from incidentkit.flows.session.errors import EVENT_KIND, quiet, vanishing_errors
 
     flow = "session"
     errors = vanishing_errors(frames.events, frames.diagnostics, frames.calls, frames.runs)
     silent = quiet(errors)
+    by_limit = names_limit_error(errors["error_code"]) | names_limit_error(errors["message"])
     coded = int(silent["kind"].eq(EVENT_KIND).sum())
     lost = int(silent["kind"].eq("rx.undeliverable").sum())
-    logged = len(errors) - len(silent)
+    loud = errors.loc[~errors.index.isin(silent.index)]
+    limit = int(by_limit.loc[loud.index].sum())
+    logged = len(loud) - limit
     title = (
         f"{coded} event(s) with an error code on runs that did not fail, {lost} undeliverable "
         f"error(s), {logged} logged model/tool/run error(s)"
     )
-    severity = "WARNING" if len(silent) else ("INFO" if not logged else "WARNING")
+    if limit:
+        stops = errors.loc[by_limit, "invocation_id"].nunique()
+        title += f"; {limit} error(s) of {stops} run(s) maxLlmCalls stopped (over-call-limit)"
+    severity = "WARNING" if len(silent) or logged else "INFO"
     first = silent if len(silent) else errors
     sessions = first["session_id"].dropna()
     return _line(

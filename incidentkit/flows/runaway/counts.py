@@ -7,6 +7,14 @@ of an agent that carries no function response: each model call stores one, its t
 function calls, or its error code). A failed model call leaves a span and maybe no event; a
 killed run leaves no ``run.end``; sampled traces leave out calls: the counts differ, and each
 difference is a row of :func:`disagreements`.
+
+They count what ADK counts: one per model request an agent makes (ADK Python
+``flows/llm_flows/core/_model_call.py`` calls ``increment_llm_call_count`` once per request;
+ADK Java ``incrementLlmCallsCount``). ADK 2.x's markers are no model call: a compaction's
+summary (the summariser calls the model directly, outside that count: its tokens are the
+compaction cost, :mod:`.compaction`), a rewind, a resumable app's checkpoints. Nor is an error
+event without content that no model answered (a tool's ``TimeoutError`` the agent retried, the
+call ``max_llm_calls`` refused). A marker's own invocation id is no invocation.
 """
 
 from __future__ import annotations
@@ -17,8 +25,9 @@ import numpy as np
 import pandas as pd
 
 from incidentkit.flows._frames import as_columns
+from incidentkit.flows._markers import is_kind, is_marker
 from incidentkit.flows.runaway.limits import names_limit_error
-from incidentkit.frames import BOOL, INT, STR, SpanKind
+from incidentkit.frames import BOOL, INT, STR, EventKind, SpanKind
 
 COUNT_SOURCES = ("diagnostics", "events", "spans")
 """The sources of model-call counts, best first: the plugin counts every call it saw."""
@@ -52,29 +61,64 @@ def from_diagnostics(diagnostics: pd.DataFrame) -> pd.DataFrame:
     return _counts(ids, counts, ended)
 
 
-def from_spans(spans: pd.DataFrame) -> pd.DataFrame:
+CLOCK_SLACK = pd.Timedelta(milliseconds=100)
+"""How much earlier than its invocation's first span an event may be stored and still be of a
+run that span covers (the store's and the tracer's clocks, ADK Java's millisecond times)."""
+
+
+def from_spans(spans: pd.DataFrame, events: pd.DataFrame | None = None) -> pd.DataFrame:
     """``call_llm`` spans per invocation (ADK Java ``call_llm``, Python 2.x
     ``generate_content``): a sampled trace undercounts, so ``ended`` is true only for traces
-    whose ``invocation`` span was exported. The call the limit refused (ADK Python's legacy
-    telemetry opens a span for it, then fails it) never reached the model: not counted."""
+    whose ``invocation`` span was exported, and (given the ``events``) began before the
+    invocation's first model call was stored (:data:`CLOCK_SLACK` allowed): a resumed
+    invocation's first worker died with its spans unexported. The call the limit refused
+    (ADK Python's legacy telemetry opens a span for it, then fails it) never reached the
+    model: not counted."""
     calls = spans.loc[
         spans["kind"].eq(SpanKind.CALL_LLM)
         & spans["invocation_id"].notna()
         & ~(spans["status"].eq("ERROR") & names_limit_error(spans["status_message"]))
     ]
     counted = calls.groupby("invocation_id", sort=False).size()
-    whole = spans.loc[spans["kind"].eq(SpanKind.INVOCATION), "invocation_id"].dropna()
+    whole = spans.loc[spans["kind"].eq(SpanKind.INVOCATION)].dropna(subset=["invocation_id"])
+    began = whole.groupby("invocation_id", sort=False)["start"].min()
+    if events is not None and len(began):
+        made = events.loc[events["invocation_id"].isin(began.index)]
+        made = made.loc[model_events(made)]
+        first = made.groupby("invocation_id", sort=False)["ts"].min()
+        early = first.lt(began.reindex(first.index) - CLOCK_SLACK)
+        late = first.index[early.to_numpy(dtype=bool)]
+        began = began.drop(late)
     ids = counted.index.to_series()
-    return _counts(ids, counted.to_numpy(), ids.isin(whole).to_numpy())
+    return _counts(ids, counted.to_numpy(), ids.isin(began.index).to_numpy())
 
 
-def model_events(events: pd.DataFrame, responses: pd.DataFrame) -> pd.Series:
-    """Which events a model call stored: not the user's, not partial, carrying no function
-    response (a tool's answer is stored under the agent's name too), and not ADK Python's
-    limit error event (the call it refused never reached the model)."""
-    answered = events["event_id"].isin(responses["event_id"])
+USAGE = ("prompt_tokens", "output_tokens", "total_tokens")
+"""An event's usage metadata: only a model's answer carries it."""
+
+
+def model_events(events: pd.DataFrame, responses: pd.DataFrame | None = None) -> pd.Series:
+    """Which events a model call stored: an agent's (not the user's), not partial, no marker,
+    carrying no function response (a tool's answer is stored under the agent's name too; with
+    ``responses`` given), and not an error event without content unless a model answered it
+    (usage metadata: a blocked or truncated answer with no parts). So never a tool's
+    ``TimeoutError`` nor the limit error (the call it refused never reached the model)."""
+    answered = (
+        events["event_id"].isin(responses["event_id"])
+        if responses is not None
+        else pd.Series(False, index=events.index)
+    )
     refused = names_limit_error(events["error_code"]) | names_limit_error(events["error_message"])
-    made: pd.Series = events["author"].ne("user") & ~events["partial"] & ~answered & ~refused
+    used = events[list(USAGE)].notna().any(axis=1)
+    bare = is_kind(events, EventKind.ERROR) & ~used
+    made: pd.Series = (
+        events["author"].ne("user")
+        & ~events["partial"]
+        & ~answered
+        & ~refused
+        & ~is_marker(events)
+        & ~bare
+    )
     return made
 
 

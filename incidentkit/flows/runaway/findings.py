@@ -38,6 +38,10 @@ LOOP_ROW = [
     *("iterations", "model_calls", "hit_limit"),
 ]
 COST_ROW = ["invocation_id", "tokens", "share", "cost"]
+COMPACTION_ROW = [
+    *("session_id", "compactions", "prompt_tokens", "output_tokens", "total_tokens"),
+    *("events_covered", "first", "last"),
+]
 FIXES = {
     Signature.TRANSFER_PING_PONG: "Ping-pong: make the two agents' descriptions disjoint (one "
     "owns the task), so the model stops handing it back.",
@@ -171,7 +175,9 @@ def _hits(report: RunawayReport, limit: int | None) -> Finding | None:
         + more,
         "ADK stopped them with LlmCallsLimitExceeded after every call up to the limit had been "
         "made and paid for. ADK Python stores an error event; ADK Java stores none, so the "
-        "plugin's run.error lines, the spans' error status and the count are the evidence.",
+        "plugin's run.error lines, the spans' error status and the count (above the limit, or "
+        "at it with no end stored) are the evidence. Exactly the limit's calls and an end is no "
+        "hit: ADK refuses only a call that would exceed the limit.",
         "Fix the loop each one carries (below), then "
         + (
             f"set RunConfig maxLlmCalls to {report.recommended} (see the model calls)."
@@ -224,12 +230,40 @@ def _cost(report: RunawayReport, limit: int | None) -> Finding | None:
         Severity.WARNING,
         f"the runaway invocations spent {tokens:,} tokens, {share:.0%} of the app's "
         f"{report.total_tokens:,}{money}",
-        "Tokens from the usage metadata of each model call (events, else spans). History is "
-        "re-sent on every call, so a loop's prompt grows with each turn: its cost grows faster "
-        "than its call count.",
+        "Tokens from the usage metadata of each model call (events, else spans); compaction's "
+        "summary calls are apart (runaway/compaction-cost). History is re-sent on every call, "
+        "so a loop's prompt grows with each turn: its cost grows faster than its call count.",
         capped,
         rows_of(cost, COST_ROW, limit=limit),
         len(cost),
+    )
+
+
+def _compactions(report: RunawayReport, limit: int | None) -> Finding | None:
+    compactions = report.compactions
+    if compactions.empty:
+        return None
+    priced = report.price_per_1k_tokens is not None
+    money = (
+        f", {compactions['cost'].sum():.2f} at {report.price_per_1k_tokens:g} per 1k tokens"
+        if priced
+        else ""
+    )
+    return Finding(
+        f"{FLOW}/compaction-cost",
+        Severity.INFO,
+        f"{int(compactions['compactions'].sum())} compaction(s) in {len(compactions)} "
+        f"session(s) spent {report.compaction_tokens:,} tokens{money}, apart from the "
+        "invocations",
+        "ADK's compaction calls the model directly to summarise earlier events: no agent's "
+        "model call, so it never counts against maxLlmCalls and belongs to no invocation, but "
+        "its tokens are billed. They are counted here from the usage ADK stores on each "
+        "compaction event, and left out of the invocations' tokens, the runaway share and the "
+        "app's total.",
+        "None: compaction is a feature, not a fault. If it costs more than it saves, raise "
+        "the compaction interval or set a cheaper summariser model.",
+        rows_of(compactions, [*COMPACTION_ROW, *(["cost"] if priced else [])], limit=limit),
+        len(compactions),
     )
 
 
@@ -268,6 +302,7 @@ def runaway_findings(
         _loops(report, row_limit),
         _model_calls(report),  # what the limit is and what it should be
         _cost(report, row_limit),  # what the loops cost
+        _compactions(report, row_limit),  # what compaction cost, apart
     )
     items += [item for item in ordered if item is not None]
     differ = report.disagreements
@@ -293,6 +328,7 @@ def runaway_findings(
         "loops": len(report.loops),
         "tokens": report.total_tokens,
         "runaway_tokens": int(report.cost["tokens"].fillna(0).sum()),
+        "compaction_tokens": report.compaction_tokens,
         "source_disagreements": len(differ),
         "rejects": len(rejects),
     }

@@ -2,9 +2,14 @@
 
 Above the limit ADK throws: ``LlmCallsLimitExceededException`` (Java) or
 ``LlmCallsLimitExceededError`` (Python), with the message "Max number of llm calls limit of N
-exceeded" (Python quotes N in backticks). ADK Python stores an error event carrying it; ADK Java
-stores none, so the plugin's ``run.error``/``run.end outcome=error`` lines, an error status on
-the invocation's spans, and a model-call count equal to the limit are the evidence there.
+exceeded" (Python quotes N in backticks). ADK counts a call, then refuses it when the count
+exceeds the limit (Python ``agents/invocation_context.py``
+``increment_and_enforce_llm_calls_limit``, Java ``InvocationContext``): an invocation may make
+exactly N calls and end well, and one stopped at the limit made N calls too. So the hit is told
+by the refusal's evidence, never by a count of N alone: ADK Python stores an error event
+carrying it; ADK Java stores none, so there the plugin's ``run.error``/``run.end
+outcome=error`` lines, an error status on the invocation's spans, a count above the limit, or a
+count of N with no final response stored (the refusal ended the invocation) are the evidence.
 """
 
 from __future__ import annotations
@@ -97,24 +102,43 @@ def limit_errors(
     return every.dropna(subset=["invocation_id"]).astype({"limit": "Int64"})
 
 
+def refused(calls: pd.Series, ended: pd.Series, configured: int) -> pd.Series:
+    """Whether each count shows the ``configured`` limit's refusal by itself: above the limit,
+    or at it with no final count (``ended`` false: no final response, no run.end; ADK Java
+    stores no limit error). A count at the limit of an invocation that ended is no hit: ADK
+    refuses only a call that would exceed the limit."""
+    over: pd.Series = calls.gt(configured) | (calls.eq(configured) & ~ended.astype(bool))
+    return over
+
+
 def hits(
     model_calls: pd.DataFrame, errors: pd.DataFrame, *, configured: int | None
 ) -> pd.DataFrame:
     """Invocations that hit the limit, each with its evidence in words joined by ``; ``: the
-    stored ``errors`` (:func:`limit_errors`) and a model-call count at the ``configured``
-    limit. ``model_calls`` holds the counts (best source); ``limit`` is the one the error
-    names, else ``configured``."""
+    stored ``errors`` (:func:`limit_errors`) and a count that shows the ``configured`` limit's
+    refusal (:func:`refused`). ``model_calls`` holds the counts (best source) and whether each
+    is final (``ended``; absent: final); ``limit`` is the one the error names, else
+    ``configured``."""
     found = [errors]
     if configured is not None:
-        at_limit = model_calls.loc[model_calls["model_calls"].ge(configured)]
+        calls = model_calls["model_calls"]
+        ended = model_calls.get("ended", pd.Series(True, index=model_calls.index))
+        over = model_calls.loc[refused(calls, ended, configured)]
+        words = pd.Series(
+            np.where(
+                over["model_calls"].gt(configured),
+                f" exceed the configured limit {configured}",
+                f" reach the configured limit {configured} and the invocation stored no end",
+            ),
+            index=over.index,
+            dtype=object,
+        )
         found.append(
             pd.DataFrame(
                 {
-                    "invocation_id": at_limit["invocation_id"],
-                    "limit": pd.array([configured] * len(at_limit), dtype="Int64"),
-                    "evidence": "model calls "
-                    + at_limit["model_calls"].astype(str)
-                    + f" reach the configured limit {configured}",
+                    "invocation_id": over["invocation_id"],
+                    "limit": pd.array([configured] * len(over), dtype="Int64"),
+                    "evidence": "model calls " + over["model_calls"].astype(str) + words,
                 }
             )
         )

@@ -26,6 +26,9 @@ STEP_STYLE = {
     "tool": ("s", "#55a868"),
     "transfer": (">", "#e0a030"),
     "error": ("X", "#c44e52"),
+    "checkpoint": ("|", "#8c8c8c"),
+    "compaction": ("D", "#8172b2"),
+    "rewind": ("<", "#8c8c8c"),
 }
 
 
@@ -129,7 +132,7 @@ def plot_worst(report: RunawayReport, *, ax: Axes | None = None) -> Axes:
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     left, right = float(np.nanmin(x)), float(np.nanmax(x))
     if tokens_ax is not None:
-        model = steps.loc[steps["prompt_tokens"].notna()]
+        model = steps.loc[steps["model_call"].notna() & steps["prompt_tokens"].notna()]
         if len(model):
             tokens_ax.plot(
                 date_numbers(model["ts"]),

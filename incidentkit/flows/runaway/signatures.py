@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from incidentkit.flows._frames import as_columns, in_session_order, per_group
+from incidentkit.flows._markers import turns as turns_of
 from incidentkit.frames import INT, OBJ, STR, SpanKind
 
 TRANSFER_TOOL = "transfer_to_agent"
@@ -122,6 +123,25 @@ def _text(response: object) -> str:
         return str(response)
 
 
+def _pairs(frame: pd.DataFrame) -> pd.Series:
+    """The key that pairs a call with its answer: its call id, else (the BigQuery Agent
+    Analytics table keeps none) its invocation, tool and rank among that tool's calls (or
+    answers) without an id there, in session order."""
+    bare = in_session_order(frame.loc[frame["call_id"].isna()])
+    rank = bare.groupby(["invocation_id", "name"], sort=False, dropna=False).cumcount()
+    by_order = (
+        "order\x1f"
+        + bare["invocation_id"].astype(str)
+        + "\x1f"
+        + bare["name"].astype(str)
+        + "\x1f"
+        + rank.astype(str)
+    )
+    by_id = "id\x1f" + frame["call_id"].astype(str)
+    keys: pd.Series = by_id.where(frame["call_id"].notna(), by_order.reindex(frame.index))
+    return keys.astype(object)
+
+
 def repeated_calls(
     calls: pd.DataFrame, responses: pd.DataFrame, *, min_repeats: int = MIN_REPEATS
 ) -> pd.DataFrame:
@@ -137,11 +157,13 @@ def repeated_calls(
     )
     if repeated.empty:
         return as_columns(pd.DataFrame(columns=list(REPEAT_COLUMNS)), REPEAT_COLUMNS)
-    answers = repeated[["call_id", *keys]].merge(
-        responses[["call_id", "response"]].drop_duplicates("call_id"), on="call_id", how="left"
+    answered = responses.assign(_pair=_pairs(responses)).drop_duplicates("_pair")
+    answers = repeated.assign(_pair=_pairs(own).loc[repeated.index])[["_pair", *keys]].merge(
+        answered[["_pair", "response"]], on="_pair", how="left"
     )
-    answered = answers.dropna(subset=["response"])
-    texts = answered.assign(_text=[_text(r) for r in answered["response"]])  # the repeats only
+    replied = answers.dropna(subset=["response"])
+    said = pd.Series([_text(r) for r in replied["response"]], index=replied.index, dtype=object)
+    texts = replied.assign(_text=said.astype(str))  # the repeats' answers only
     hints = texts.loc[texts["_text"].str.contains(_HINT)]
     common = hints.groupby(keys, sort=False)["_text"].agg(lambda t: t.mode().iloc[0])
     grouped = repeated.groupby(keys, sort=False)
@@ -173,11 +195,14 @@ PERIODS = (2, 3, 4)
 
 def _turns(events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The agents' turns per invocation in order: consecutive events of one author are one
-    turn (a model call, its tool's answer, the next call). The user's events are left out.
+    turn (a model call, its tool's answer, the next call). The user's events and ADK's markers
+    are left out (a resumable workflow agent's checkpoints between its sub-agents' turns are
+    no turn of its own).
 
     Returns the turns (invocation_id, author, branch: the first one given, transfers: how many
     of its events transfer) and each event's turn position (invocation_id, event_id, turn)."""
-    own = events.loc[events["invocation_id"].notna() & events["author"].ne("user")]
+    own = turns_of(events)
+    own = own.loc[own["invocation_id"].notna() & own["author"].ne("user")]
     own = in_session_order(own)
     new_turn = own["author"].ne(own.groupby("invocation_id", sort=False)["author"].shift(1))
     turn = pd.Series(new_turn.cumsum().to_numpy() - 1, index=own.index)

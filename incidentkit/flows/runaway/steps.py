@@ -180,6 +180,10 @@ SHOWN: Mapping[str, tuple[str, ...]] = {
         *("repeats", "error_string", "iterations", "model_calls", "hit_limit"),
     ),
     "cost": ("invocation_id", "kind", "model_calls", "tokens", "share", "cost"),
+    "compactions": (
+        *("session_id", "compactions", "prompt_tokens", "output_tokens", "total_tokens"),
+        *("events_covered", "first", "last", "cost"),
+    ),
     "steps": ("ts", "author", "step", "what", "model_call", "prompt_tokens", "total_tokens"),
     "disagreements": ("invocation_id", "source", "model_calls", "other_source", "other_calls"),
 }

@@ -17,9 +17,11 @@ import numpy as np
 import pandas as pd
 
 from incidentkit.flows._frames import as_columns, choose, per_group
+from incidentkit.flows._markers import is_marker, without_marker_invocations
 from incidentkit.flows._text import text
 from incidentkit.flows.common import Frames
 from incidentkit.flows.runaway import counts, limits
+from incidentkit.flows.runaway.compaction import compaction_cost
 from incidentkit.flows.runaway.signatures import (
     MIN_REPEATS,
     Signature,
@@ -49,14 +51,16 @@ COUNTED_COLUMNS: Mapping[str, str] = {
 
 def counts_by_source(frames: Frames) -> dict[str, pd.DataFrame]:
     """The model-call counts of every source present, best first. Spans carry no app name:
-    they are kept to the invocations another source places in the app."""
+    they are kept to the invocations another source places in the app. A marker's own
+    invocation id (a compaction's, a rewind's) is no invocation of any source."""
     out = {
         "diagnostics": counts.from_diagnostics(frames.diagnostics),
         "events": counts.from_events(frames.events, frames.responses),
     }
     known = pd.concat([frame["invocation_id"] for frame in out.values()])
-    spans = counts.from_spans(frames.spans)
+    spans = counts.from_spans(frames.spans, frames.events)
     out["spans"] = spans.loc[spans["invocation_id"].isin(known)] if len(known) else spans
+    out = {name: without_marker_invocations(out[name], frames.events) for name in out}
     return {name: out[name] for name in counts.COUNT_SOURCES if len(out[name])}
 
 
@@ -130,6 +134,12 @@ COST_COLUMNS: Mapping[str, str] = {
     "cost": FLOAT,
     "tokens_source": STR,
 }
+MARKER_STEPS: Mapping[str, str] = {
+    "compaction": "summary of earlier events (the summariser's call: no model call here)",
+    "rewind": "rewind (ADK's bookkeeping: no model call)",
+    "checkpoint": "end of agent / agent state (ADK's bookkeeping: no model call)",
+}
+"""What a marker's step says (``what``)."""
 STEP_COLUMNS: Mapping[str, str] = {
     "ts": TS,
     "author": STR,
@@ -141,7 +151,8 @@ STEP_COLUMNS: Mapping[str, str] = {
     "total_tokens": NINT,
 }
 """The worst invocation, event by event: who acted, how (``model``, ``tool``, ``transfer``,
-``error``), and for each model call its tokens (history is re-sent: prompts grow)."""
+``error``, or a marker's kind: ``checkpoint``, ``compaction``, ``rewind``), and for each model
+call its number and tokens (history is re-sent: prompts grow)."""
 
 
 @dataclass(frozen=True)
@@ -164,12 +175,20 @@ class RunawayReport:
     loops: pd.DataFrame
     cost: pd.DataFrame
     total_tokens: int
+    """The tokens of every invocation's model calls (compaction apart: :attr:`compactions`)."""
     price_per_1k_tokens: float | None
     worst: str | None
     """The invocation the sequence shows: the flagged one with most model calls."""
     steps: pd.DataFrame
+    compactions: pd.DataFrame
+    """The summariser's tokens per session (:data:`.compaction.COMPACTION_COLUMNS`)."""
     min_repeats: int = MIN_REPEATS
     notes: tuple[str, ...] = ()
+
+    @property
+    def compaction_tokens(self) -> int:
+        """The tokens every compaction's summary call spent (none counted: 0)."""
+        return int(self.compactions["total_tokens"].fillna(0).sum())
 
     @property
     def recommended(self) -> int | None:
@@ -295,9 +314,12 @@ def _primary(counted: pd.DataFrame) -> str | None:
 
 def tokens_per_invocation(frames: Frames) -> pd.DataFrame:
     """Tokens per invocation (prompt + output of every model call) from the events' usage
-    metadata, else from the ``call_llm`` spans' ``gen_ai.usage.*``; with the source used."""
+    metadata, else from the ``call_llm`` spans' ``gen_ai.usage.*``; with the source used. A
+    compaction's summary call is no invocation's (:mod:`.compaction`)."""
     events = frames.events
-    used = events.loc[events["total_tokens"].notna() & events["invocation_id"].notna()]
+    used = events.loc[
+        events["total_tokens"].notna() & events["invocation_id"].notna() & ~is_marker(events)
+    ]
     by_event = used.groupby("invocation_id", sort=False)["total_tokens"].sum()
     spans = frames.spans.loc[
         frames.spans["kind"].eq(SpanKind.CALL_LLM) & frames.spans["invocation_id"].notna()
@@ -347,16 +369,20 @@ def worst_steps(frames: Frames, invocation_id: str | None) -> pd.DataFrame:
     tool = events["event_id"].map(per_group(calls["name"], calls["event_id"], sep=", "))
     answer = events["event_id"].map(per_group(answered["name"], answered["event_id"], sep=", "))
     made = counts.model_events(events, frames.responses)
+    marker = is_marker(events)
     conds = [
+        marker,
         events["error_code"].notna(),
         events["transfer_to_agent"].notna(),
         ~made,
         tool.notna(),
     ]
-    step = choose(conds, ["error", "transfer", "tool", "model"], "model", events.index)
+    kind = events["kind"] if "kind" in events else pd.Series("", index=events.index)
+    step = choose(conds, [kind, "error", "transfer", "tool", "model"], "model", events.index)
     what = choose(
         conds,
         [
+            kind.map(MARKER_STEPS).fillna(""),
             text(events["error_code"]),
             "to " + text(events["transfer_to_agent"]),
             "answer of " + text(answer.astype(object)),
@@ -499,6 +525,7 @@ def triage_runaway(
         price_per_1k_tokens=price_per_1k_tokens,
         worst=worst,
         steps=worst_steps(frames, worst),
+        compactions=compaction_cost(frames.events, price_per_1k_tokens),
         min_repeats=min_repeats,
         notes=tuple(notes),
     )
@@ -511,16 +538,19 @@ BASELINE_SOURCE = "events"
 def histogram_counted(histogram: pd.DataFrame, *, configured: int) -> pd.DataFrame:
     """An engine baseline's histogram (``baselines.queries.HISTOGRAM_COLUMNS``) as counted
     rows (:data:`COUNTED_COLUMNS`, no ids): an invocation hit the limit when it stored the
-    limit error or made ``configured`` calls, and is flagged (``looped``) when ``marked``."""
+    limit error or its count shows the refusal (:func:`.limits.refused`), and is flagged
+    (``looped``) when ``marked``."""
     rows = np.repeat(np.arange(len(histogram)), histogram["invocations"].to_numpy(dtype=np.int64))
     calls = histogram["model_calls"].to_numpy(dtype=np.int64)[rows]
-    hit = histogram["hit_limit"].to_numpy(dtype=bool)[rows] | (calls >= configured)
+    ended = histogram["ended"].to_numpy(dtype=bool)[rows]
+    over = limits.refused(pd.Series(calls), pd.Series(ended), configured).to_numpy(dtype=bool)
+    hit = histogram["hit_limit"].to_numpy(dtype=bool)[rows] | over
     wide = pd.DataFrame(
         {
             "invocation_id": pd.Series([None] * len(rows), dtype=object),
             "run_id": pd.Series([None] * len(rows), dtype=object),
             "model_calls": calls,
-            "ended": histogram["ended"].to_numpy(dtype=bool)[rows],
+            "ended": ended,
             "source": BASELINE_SOURCE,
             "hit_limit": hit,
             "looped": histogram["marked"].to_numpy(dtype=bool)[rows] & ~hit,

@@ -36,9 +36,13 @@ def exception_line(messages: pd.Series) -> pd.Series:
     return second.where(second.str.strip().ne(""), parts.str[0]).astype("str")
 
 
-def run_outcomes(diagnostics: pd.DataFrame, runs: pd.DataFrame) -> pd.Series:
+def run_outcomes(
+    diagnostics: pd.DataFrame, runs: pd.DataFrame, events: pd.DataFrame | None = None
+) -> pd.Series:
     """How each invocation's run ended: the plugin's ``run.end outcome`` (an ``run.error``
-    line makes it ``error``), else the ledger's terminal status; indexed by invocation id."""
+    line makes it ``error``), else the ledger's terminal status, else ``error`` when its
+    events store ADK's limit error (``max_llm_calls`` raised it out of ``run_async``: the run
+    failed, loudly); indexed by invocation id."""
     ended = diagnostics.loc[diagnostics["kind"].eq("run.end")].dropna(subset=["invocation_id"])
     outcome = ended.drop_duplicates("invocation_id", keep="last").set_index("invocation_id")
     out = outcome["outcome"].astype(object)
@@ -50,6 +54,15 @@ def run_outcomes(diagnostics: pd.DataFrame, runs: pd.DataFrame) -> pd.Series:
     from_ledger = ledger.set_index("invocation_id")["status"].map(status)
     missing = from_ledger.index.difference(out.dropna().index)
     joined: pd.Series = pd.concat([out.dropna(), from_ledger.loc[missing].dropna()])
+    if events is not None:
+        from incidentkit.flows.runaway.limits import names_limit_error
+
+        stopped = events.loc[
+            names_limit_error(events["error_code"]) | names_limit_error(events["error_message"]),
+            "invocation_id",
+        ].dropna()
+        unknown = pd.Index(stopped.unique()).difference(joined.index)
+        joined = pd.concat([joined, pd.Series("error", index=unknown, dtype=object)])
     return joined.astype(object)
 
 
@@ -60,7 +73,7 @@ def vanishing_errors(
     runs: pd.DataFrame,
 ) -> pd.DataFrame:
     """Every error of :data:`ERROR_COLUMNS` the frames hold, in time order."""
-    outcomes = run_outcomes(diagnostics, runs)
+    outcomes = run_outcomes(diagnostics, runs, events)
     coded = events.loc[events["error_code"].notna() | events["error_message"].notna()]
     from_events = pd.DataFrame(
         {

@@ -22,6 +22,7 @@ from incidentkit.findings import (
     rows_of,
     verdict_of,
 )
+from incidentkit.flows._markers import without_marker_invocations
 from incidentkit.flows.session.errors import ALERT, COUNT_COLUMNS, EVENT_KIND
 from incidentkit.flows.session.triage import SessionReport
 from incidentkit.flows.vanished_state.overlaps import FIX as OVERLAP_FIX
@@ -30,7 +31,27 @@ FLOW = "session"
 ERROR_ROW = ["location", "invocation_id", "kind", "error_code", "message"]
 ERROR_EXTRA = ["ts", "session_id", "agent", "tool", "run_outcome", "in_session"]
 EVENT_ROW = ["ts", "seq", "event_id", "invocation_id", "author", "calls", "responses", "delta"]
-EVENT_EXTRA = ["transfer", "error_code", "final", "partial"]
+EVENT_EXTRA = ["transfer", "error_code", "final", "partial", "kind", "label"]
+EVENT_MARKS = ["compacted_by", "rewound_by"]
+MARKER_COUNTS = {"compactions": "compaction", "rewinds": "rewind", "checkpoints": "checkpoint"}
+"""Summary counters of the markers in the session, and the kind each counts."""
+
+
+def invocations(dump: pd.DataFrame) -> int:
+    """The session's invocations: a marker's own invocation id (a compaction's, a rewind's)
+    is none, as ADK never ran one under it."""
+    return int(without_marker_invocations(dump, dump)["invocation_id"].nunique())
+
+
+def _markers(dump: pd.DataFrame) -> str:
+    """The markers of the dump in words (``; 4 compaction(s), 1 rewind(s) undoing 8
+    event(s)``), empty when it holds none."""
+    counts = dump["kind"].value_counts()
+    said = [f"{int(counts[kind])} {kind}(s)" for kind in MARKER_COUNTS.values() if kind in counts]
+    undone = int(dump["rewound_by"].notna().sum())
+    if undone:
+        said.append(f"{undone} event(s) undone by a rewind")
+    return "; " + ", ".join(said) if said else ""
 
 
 def _errors(report: SessionReport, limit: int | None) -> Finding:
@@ -85,16 +106,20 @@ def _counts(report: SessionReport, limit: int | None) -> Finding | None:
 
 def _events(report: SessionReport, limit: int | None) -> Finding:
     dump = report.dump
-    invocations = dump["invocation_id"].nunique()
     return Finding(
         f"{FLOW}/events",
         Severity.INFO,
-        f"session {report.ref.session_id}: {len(dump)} stored event(s) in {invocations} "
-        f"invocation(s)",
+        f"session {report.ref.session_id}: {len(dump)} stored event(s) in "
+        f"{invocations(dump)} invocation(s){_markers(dump)}",
         "The session dump, one row per stored event in session order (the text form is in "
-        "the report and printed by incidentkit session).",
+        "the report and printed by incidentkit session). ADK 2.x markers are labelled for what "
+        "they are (label): a compaction (summary) with the span it summarised, a rewind with "
+        "the invocations it undid, a checkpoint of a resumable app; none is a turn, and a "
+        "compaction's or a rewind's own invocation id is no invocation. Events a rewind "
+        "undid name it (rewound_by): they stay stored, but ADK drops them when it reads the "
+        "session.",
         "None: the dump is for the record.",
-        rows_of(dump, [*EVENT_ROW, *EVENT_EXTRA], limit=limit),
+        rows_of(dump, [*EVENT_ROW, *EVENT_EXTRA, *EVENT_MARKS], limit=limit),
         len(dump),
     )
 
@@ -142,13 +167,15 @@ def session_findings(
     errors = report.errors
     summary = {
         "events": len(report.dump),
-        "invocations": int(report.dump["invocation_id"].nunique()),
+        "invocations": invocations(report.dump),
         "errors": len(errors),
         "session_errors": int(errors["in_session"].sum()),
         "error_code_events": int(errors["kind"].eq(EVENT_KIND).sum()),
         "quiet_errors": len(report.quiet),
         "undeliverable": int(errors["kind"].eq("rx.undeliverable").sum()),
         "overlapping_invocations": len(report.overlaps),
+        **{name: int(report.dump["kind"].eq(kind).sum()) for name, kind in MARKER_COUNTS.items()},
+        "rewound_events": int(report.dump["rewound_by"].notna().sum()),
         "rejects": len(rejects),
     }
     verdict = verdict_of(items, incomplete=len(rejects) > 0)

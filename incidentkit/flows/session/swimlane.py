@@ -1,5 +1,9 @@
 """One session on one UTC clock: ledger runs and their leases, invocations (overlapping ones
-in red), events by author, spans and journal entries, a lane each."""
+in red), events by author, ADK 2.x markers, spans and journal entries, a lane each.
+
+A compaction or a rewind is no invocation and no author's turn: both are drawn in a lane of
+their own (``markers``), a compaction with the span it summarised; a checkpoint is drawn on
+its agent's lane; an event a rewind undid is drawn as undone."""
 
 from __future__ import annotations
 
@@ -8,7 +12,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from incidentkit.flows._markers import is_kind
 from incidentkit.flows.common import Frames
+from incidentkit.frames import EventKind
 from incidentkit.plotting import SECOND, date_numbers, new_axes, utc_time_axis
 
 if TYPE_CHECKING:
@@ -23,6 +29,7 @@ COLOURS = {
     "call_llm": "#4c72b0",
     "execute_tool": "#55a868",
     "journal": "#e0a030",
+    "compaction": "#bbbbbb",
 }
 EVENT_STYLE = {
     "final": ("o", "#2a9d4b"),
@@ -31,12 +38,20 @@ EVENT_STYLE = {
     "state": ("P", "#8c1c13"),
     "partial": ("o", "#bbbbbb"),
     "error": ("X", "#c44e52"),
+    "checkpoint": ("|", "#777777"),
+    "compaction": ("h", "#777777"),
+    "rewind": ("<", "#8c1c13"),
+    "rewound": ("x", "#999999"),
 }
+MARKERS = "markers"
+"""The lane of compactions and rewinds (their author, ``user``, never wrote them)."""
+LANE_KINDS = (EventKind.COMPACTION, EventKind.REWIND)
 
 
 def event_marks(frames: Frames) -> pd.Series:
-    """What each event of ``frames.events`` is drawn as: an error code, a partial event, a
-    state write, a function call, a response, a final response (first that applies)."""
+    """What each event of ``frames.events`` is drawn as: undone by a rewind, a compaction, a
+    rewind, a checkpoint, an error code, a partial event, a state write, a function call, a
+    response, a final response (first that applies)."""
     events = frames.events
     ids = events["event_id"]
     kind = pd.Series("other", index=events.index, dtype=object)
@@ -46,7 +61,16 @@ def event_marks(frames: Frames) -> pd.Series:
     kind[ids.isin(frames.state_writes["event_id"])] = "state"
     kind[events["partial"].to_numpy(dtype=bool)] = "partial"
     kind[events["error_code"].notna()] = "error"
+    for marker in (EventKind.CHECKPOINT, EventKind.REWIND, EventKind.COMPACTION):
+        kind[is_kind(events, marker).to_numpy(dtype=bool)] = marker.value
+    if "rewound_by" in events:
+        kind[events["rewound_by"].notna().to_numpy(dtype=bool)] = "rewound"
     return kind
+
+
+def in_marker_lane(events: pd.DataFrame) -> pd.Series:
+    """Which events are drawn in the :data:`MARKERS` lane (compactions and rewinds)."""
+    return is_kind(events, LANE_KINDS[0]) | is_kind(events, LANE_KINDS[1])
 
 
 def levels(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -93,12 +117,15 @@ def _bars(
 
 def lanes_of(frames: Frames, ranges: pd.DataFrame) -> list[str]:
     """The swimlane's lanes, top to bottom; a source with no row of the session has none."""
-    authors = list(dict.fromkeys(frames.events.sort_values("ts")["author"].dropna()))
+    events = frames.events
+    lane = in_marker_lane(events)
+    authors = list(dict.fromkeys(events.loc[~lane].sort_values("ts")["author"].dropna()))
     spans = frames.spans["kind"].isin(["call_llm", "execute_tool"]).any()
     return [
         *(["ledger runs"] if len(frames.runs) else []),
         *(["invocations"] if len(ranges) else []),
         *authors,
+        *([MARKERS] if lane.any() else []),
         *(["spans"] if spans else []),
         *(["journal"] if len(frames.journal) else []),
     ]
@@ -113,9 +140,10 @@ def plot_swimlane(
     window: tuple[pd.Timestamp, pd.Timestamp] | None = None,
 ) -> Axes:
     """The session's lanes (top to bottom): ledger runs with the lease each open one holds, its
-    invocations (``overlapping`` ids in red), one lane per event author, its spans and its
-    journal entries. ``frames`` hold the session's rows only; ``window`` zooms the time axis
-    (the whole session otherwise)."""
+    invocations (``overlapping`` ids in red), one lane per event author, its compactions (with
+    the span each summarised) and rewinds, its spans and its journal entries. ``frames`` hold
+    the session's rows only; ``ranges`` its invocations (no marker's own); ``window`` zooms the
+    time axis (the whole session otherwise)."""
     lanes = lanes_of(frames, ranges)
     ax = new_axes(ax, (11.0, 1.2 + 0.42 * len(lanes)))
     row = {lane: k for k, lane in enumerate(lanes)}
@@ -151,7 +179,18 @@ def plot_swimlane(
     if len(events):
         marks = event_marks(frames)
         x = date_numbers(events["ts"])
-        y = events["author"].map(row).to_numpy(dtype=float)
+        lane = in_marker_lane(events).to_numpy(dtype=bool)
+        y = np.where(lane, row.get(MARKERS, np.nan), events["author"].map(row).to_numpy(float))
+        compactions = events.loc[is_kind(events, EventKind.COMPACTION)]
+        if len(compactions) and "compaction_start" in compactions:
+            start = date_numbers(compactions["compaction_start"])
+            end = date_numbers(compactions["compaction_end"])
+            known = ~(np.isnan(start) | np.isnan(end))
+            if known.any():
+                _bars(ax, row[MARKERS], start[known], end[known], COLOURS["compaction"],
+                      stacked=True, alpha=0.5)  # fmt: skip
+                ax.plot([], [], color=COLOURS["compaction"], linewidth=6, label="compacted span")
+                times += [start[known], end[known]]
         for mark, (marker, colour) in EVENT_STYLE.items():
             mine = marks.eq(mark).to_numpy(dtype=bool)
             if mine.any():

@@ -32,9 +32,12 @@ OVERLAP_ROW = ["session_id", "invocation_a", "invocation_b", "a_start", "a_end",
 REPLAYED_ROW = ["key", "scope", "value", "stored_value", "matches"]
 TITLE_ORDER = (
     *(KeyVerdict.NEVER_DURABLE, KeyVerdict.TEMP_PREFIX, KeyVerdict.RACED),
-    *(KeyVerdict.OVERWRITTEN, KeyVerdict.REMOVED, KeyVerdict.PRESENT),
+    *(KeyVerdict.OVERWRITTEN, KeyVerdict.REMOVED, KeyVerdict.REWOUND, KeyVerdict.PRESENT),
 )
 """The order a title names keys in: the four causes first, the controls last."""
+SETTLED = (KeyVerdict.PRESENT.value, KeyVerdict.REWOUND.value)
+"""Verdicts that are no failure to keep state: held, or rolled back by a rewind the app
+asked for (still worth reading: the item is a WARNING while a key is REWOUND)."""
 
 
 def key_text(row: Mapping[Any, Any]) -> str:
@@ -52,15 +55,23 @@ def _keys(report: VanishedReport, limit: int | None) -> Finding:
     session = report.ref.session_id
     rank = keys["verdict"].map({v.value: k for k, v in enumerate(TITLE_ORDER)})
     ordered = keys.iloc[rank.argsort(kind="stable")]  # the causes of forgetting first
-    lost = ordered.loc[ordered["verdict"].ne(KeyVerdict.PRESENT)]
-    present = len(keys) - len(lost)
-    if len(lost):
-        named = "; ".join(lost["brief"].head(SHOWN_KEYS))
-        more = f"; and {len(lost) - SHOWN_KEYS} more" if len(lost) > SHOWN_KEYS else ""
+    lost = ordered.loc[~ordered["verdict"].isin(SETTLED)]
+    rewound = ordered.loc[ordered["verdict"].eq(KeyVerdict.REWOUND)]
+    present = len(keys) - len(lost) - len(rewound)
+    if len(lost) or len(rewound):
         kept = f" ({present} other key(s) present)" if present else ""
-        title = f"{len(lost)} of {len(keys)} key(s) of session {session} did not stick: "
-        title += named + more + kept
-        fixes = dict.fromkeys(lost["fix"])
+        parts = []
+        if len(lost):
+            parts.append(
+                f"{len(lost)} of {len(keys)} key(s) of session {session} did not stick: "
+                + _named(lost)
+            )
+        if len(rewound):
+            were = f"{len(rewound)} key(s)" if len(lost) else f"{len(rewound)} of {len(keys)} "
+            were += "" if len(lost) else f"key(s) of session {session}"
+            parts.append(f"{were} rolled back by a rewind (Runner.rewind_async): {_named(rewound)}")
+        title = "; ".join(parts) + kept
+        fixes = dict.fromkeys([*lost["fix"], *rewound["fix"]])
         if len(report.overlaps):  # the overlap item carries the race's fix
             fixes.pop(fix_of(KeyVerdict.RACED, None), None)
         action = " ".join(fixes) or "Serialize invocations per session (next item)."
@@ -72,9 +83,15 @@ def _keys(report: VanishedReport, limit: int | None) -> Finding:
     detail = " ".join(
         f"{row['key']}: {str(row['why']).rstrip('.')}." for row in ordered.to_dict("records")
     )
-    severity = Severity.WARNING if len(lost) else Severity.INFO
+    severity = Severity.WARNING if len(lost) or len(rewound) else Severity.INFO
     rows = rows_of(keys, [*KEY_ROW, "fix", "brief", "suspects"], limit=limit)
     return Finding(f"{FLOW}/keys", severity, title, detail, action, rows, len(keys))
+
+
+def _named(keys: pd.DataFrame) -> str:
+    """The first :data:`SHOWN_KEYS` keys' briefs, and how many more."""
+    more = f"; and {len(keys) - SHOWN_KEYS} more" if len(keys) > SHOWN_KEYS else ""
+    return "; ".join(keys["brief"].head(SHOWN_KEYS)) + more
 
 
 def _overlaps(report: VanishedReport, limit: int | None) -> Finding | None:
@@ -154,8 +171,10 @@ def vanished_state_findings(
     """The findings of the vanished-state flow, from :func:`.triage.triage_vanished_state`.
 
     Verdict: INCOMPLETE_EVIDENCE when ``rejects`` (unread rows of the flow's sources) is not
-    empty; else ACTION_NEEDED when a key did not stick, invocations overlapped or the replay
-    differs from the stored state; else CLEAN (every key present: the bug is on the read side).
+    empty; else ACTION_NEEDED when a key did not stick or was rolled back by a rewind (REWOUND:
+    no failure to keep state, but to be read: was the rewind meant?), invocations overlapped
+    or the replay differs from the stored state; else CLEAN (every key present: the bug is on
+    the read side).
     """
     rejects = rejects if rejects is not None else pd.DataFrame()
     items: list[Finding] = []

@@ -1,12 +1,18 @@
 """Invocations of one session that ran at the same time: the double-submit / retrying-client
 signal. Both start from the same session snapshot; the later write of a key wins silently
 (or a database service rejects the stale one).
+
+Marker events (a compaction, a rewind, a checkpoint) are no part of any range: ADK appends a
+compaction after the invocation that triggered it, under an id of its own, and it may be
+stamped while the next invocation runs; that is no race.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
+from incidentkit.flows._markers import turns
 
 RANGE_COLUMNS = ["session_id", "invocation_id", "start", "end", "source"]
 OVERLAP_COLUMNS = [
@@ -27,9 +33,11 @@ def invocation_ranges(events: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 
     A ledger run that paused for a long-running tool and resumed carries the resumed
     invocation's id but the first one's start, so its start stands in only for an invocation
-    that stored no event (one a session service rejected, say)."""
+    that stored no event (one a session service rejected, say). Marker events are left out,
+    so a marker's own invocation id has no range."""
     logged = (
-        events.dropna(subset=["invocation_id", "ts"])
+        turns(events)
+        .dropna(subset=["invocation_id", "ts"])
         .groupby(["session_id", "invocation_id"], sort=False)["ts"]
         .agg(min_e="min", max_e="max")
     )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from incidentkit.errors import ParameterError
-from incidentkit.frames import StateScope
+from incidentkit.frames import EventKind, StateScope
 from incidentkit.manifest import did_you_mean
 
 WRITE_COLUMNS = ["event_id", "session_id", "invocation_id", "seq", "ts", "author", "tool"]
@@ -83,12 +83,19 @@ def unknown_session(session_id: str, held: pd.Series, *, where: str) -> Paramete
     )
 
 
+MARKER_COLUMNS = {"kind": EventKind.TURN.value, "rewound_by": None, "rewind_before": None}
+"""What :func:`visible_writes` adds of the writing event (its default on a frame without it):
+its ``kind`` (a rewind's delta is ``rewind``), the rewind that undid it, the invocation a
+rewind rewound to before."""
+
+
 def visible_writes(
     writes: pd.DataFrame, events: pd.DataFrame, responses: pd.DataFrame, ref: SessionRef
 ) -> pd.DataFrame:
     """Every stored write the session sees, in the order ADK applied them: its own keys' and
     the ``app:``/``user:`` keys its app's and its user's sessions wrote. Adds ``tool`` (the
-    function whose response carried the delta, if one did) and ``user_id``."""
+    function whose response carried the delta, if one did), ``user_id`` and the writing
+    event's :data:`MARKER_COLUMNS`."""
     sessions = events.drop_duplicates("session_id").set_index("session_id")
     app = writes["session_id"].map(sessions["app_name"]).eq(ref.app_name)
     owner = writes["session_id"].map(sessions["user_id"])
@@ -99,6 +106,11 @@ def visible_writes(
     seen["user_id"] = owner.loc[seen.index]
     tools = responses.drop_duplicates("event_id").set_index("event_id")["name"]
     seen["tool"] = seen["event_id"].map(tools).astype("str")
+    by_event = events.drop_duplicates("event_id").set_index("event_id")
+    for column, default in MARKER_COLUMNS.items():
+        found = seen["event_id"].map(by_event[column]) if column in by_event else None
+        filled = found if found is not None else pd.Series(None, index=seen.index, dtype=object)
+        seen[column] = (filled.fillna(default) if default is not None else filled).astype("str")
     ordered = seen.sort_values(["ts", "session_id", "seq"], kind="stable")
     return ordered.reset_index(drop=True)
 

@@ -106,7 +106,7 @@ SHOWN: Mapping[str, tuple[str, ...]] = {
     "keys": ("key", "verdict", "cause", "value", "why", "fix"),
     "writes": (
         *("ts", "session_id", "invocation_id", "author", "tool", "key", "value"),
-        *("removed", "partial"),
+        *("removed", "partial", "kind", "rewound_by"),
     ),
     "replayed": ("key", "scope", "value", "stored_value", "matches", "stored_in", "origin"),
     "overlaps": ("invocation_a", "a_start", "a_end", "invocation_b", "b_start", "b_end", "source"),
@@ -124,6 +124,8 @@ def table(report: VanishedReport, view: str) -> Any:
     shown = list(SHOWN[view])
     if view == "writes" and len(set(frame["session_id"])) <= 1:
         shown.remove("session_id")  # one session: the column would repeat its id
+    if view == "writes" and frame["kind"].eq("turn").all() and frame["rewound_by"].isna().all():
+        shown = [c for c in shown if c not in ("kind", "rewound_by")]  # no marker: turns only
     if view == "replayed" and not report.store_keeps_state:
         shown = [c for c in shown if c not in ("stored_value", "matches", "stored_in")]
     return people_table(frame, shown)

@@ -13,7 +13,8 @@ Per session, each signal names the keys it points at:
   that wrote a delta elsewhere: where a direct ``session.state`` mutation, or a ``temp:``
   write a store trimmed, most likely ran;
 - stored state that differs from the value the deltas replay to (a store that keeps state);
-- invocations of the session that overlapped, with the keys they wrote.
+- invocations of the session that overlapped, with the keys they wrote (marker events, such as
+  a compaction stamped while the next invocation ran, are in no invocation's range).
 
 The pure core (:func:`state_suspects`) takes frames and returns a :class:`StateSuspects`,
 most suspicious session first.

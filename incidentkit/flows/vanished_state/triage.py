@@ -66,12 +66,13 @@ def triage_vanished_state(
     ranges = overlaps.invocation_ranges(session_events, own_runs)
     partials = bool(session_events["partial"].any())
     own_responses = frames.responses.loc[frames.responses["session_id"].eq(ref.session_id)]
-    ctx = verdicts.Context(ref, writes, stored, keeps, partials, ranges, own_responses)
+    rewinds = verdicts.rewinds_of(app_events)
+    ctx = verdicts.Context(ref, writes, stored, keeps, partials, ranges, own_responses, rewinds)
     judged = verdicts.judge(ctx, verdicts.keys_to_judge(ctx, keys))
     replayed = state.compare(
         state.replay(writes), stored, store_keeps_state=keeps, written=writes["key"]
     )
-    notes = _notes(frames, keeps, partials)
+    notes = _notes(frames, keeps, partials, rewinds.loc[rewinds["session_id"].eq(ref.session_id)])
     if not [k for k in keys if k]:
         notes = (
             "No keys were asked for: every key the session's deltas or stored state name is "
@@ -93,8 +94,16 @@ def triage_vanished_state(
     )
 
 
-def _notes(frames: Frames, keeps: bool, partials: bool) -> tuple[str, ...]:
+def _notes(frames: Frames, keeps: bool, partials: bool, rewinds: pd.DataFrame) -> tuple[str, ...]:
     notes = []
+    if len(rewinds):
+        notes.append(
+            f"The session was rewound {len(rewinds)} time(s) (Runner.rewind_async): a rewind "
+            "deletes no event but appends one whose state delta restores the session keys "
+            "before the invocation it names, so a write in the events it undid is no evidence "
+            "of what a session key holds; app:/user: keys are not reverted, and state given to "
+            "create_session is nulled (adk-python #4933). Such keys get the verdict REWOUND."
+        )
     if not keeps:
         notes.append(
             "The evidence holds no stored session state (an event log, not a session store): "

@@ -8,10 +8,23 @@
 - ``RACED``: writes from two invocations of the session whose time ranges overlap; the later
   won and the other's value was lost.
 - ``REMOVED``: the last applied write deleted it.
+- ``REWOUND``: ``Runner.rewind_async`` rolled it back: a rewind's state delta is its last
+  change (its value before the undone invocation restored, or null), cause
+  ``creation_state_nulled`` when no event ever wrote it (state given to ``create_session``,
+  which ADK's rewind nulls: adk-python #4933). Session keys only: ADK never reverts ``app:``
+  or ``user:`` keys, so they keep the verdict of their own writes.
 - ``PRESENT``: written and never changed, or set at session creation: the bug is on the read
   side.
 
-Every verdict names the writes that prove it (``written_by``, ``changed_by``, ``raced_with``).
+A rewind deletes no event: it appends one (author ``user``, an invocation id of its own) whose
+delta restores the session keys to what the events before that invocation left
+(``sessions/_rewind_utils.py`` ``compute_state_delta_for_rewind``). A session key's writes in
+the events a rewind undid (``events.rewound_by``) are no evidence of what it holds; the
+rewind's delta is.
+
+Every verdict names the writes that prove it (``written_by``, ``changed_by``, ``raced_with``);
+a marker's write is named for what it is ("a rewind (event X) undoing invocation Y"), never by
+its stored author ``user``.
 """
 
 from __future__ import annotations
@@ -19,14 +32,17 @@ from __future__ import annotations
 import difflib
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
 
+from incidentkit.flows._frames import per_group
+from incidentkit.flows._markers import is_kind, turns
 from incidentkit.flows._text import json_text
 from incidentkit.flows.vanished_state.state import SessionRef
 from incidentkit.flows.vanished_state.suspects import answer_texts, key_words, names_key
+from incidentkit.frames import EventKind
 
 
 class KeyVerdict(enum.StrEnum):
@@ -37,6 +53,7 @@ class KeyVerdict(enum.StrEnum):
     OVERWRITTEN = "OVERWRITTEN"
     RACED = "RACED"
     REMOVED = "REMOVED"
+    REWOUND = "REWOUND"
     PRESENT = "PRESENT"
 
 
@@ -46,6 +63,7 @@ class Cause(enum.StrEnum):
     DIRECT_MUTATION = "direct_mutation"
     PARTIAL_ONLY = "partial_only"
     SET_AT_CREATION = "set_at_creation"
+    CREATION_STATE_NULLED = "creation_state_nulled"
 
 
 VERDICT_COLUMNS = [
@@ -68,6 +86,13 @@ FIXES: Mapping[tuple[KeyVerdict, Cause | None], str] = {
     "per-session lock or queue across replicas), and make the client idempotent.",
     (KeyVerdict.REMOVED, None): "Check why the remover deleted it; if it was wrong, stop that "
     "write.",
+    (KeyVerdict.REWOUND, None): "The state was rolled back by Runner.rewind_async: restore it, "
+    "or re-run the undone invocation, if the rewind was not meant.",
+    (KeyVerdict.REWOUND, Cause.CREATION_STATE_NULLED): "The state was rolled back by "
+    "Runner.rewind_async, which also nulls state given to create_session (adk-python #4933): "
+    "restore it, or re-run the undone invocation, if the rewind was not meant; to keep such a "
+    "key through rewinds, write it in an event's state_delta rather than create_session's "
+    "state, or set it again after rewind_async.",
     (KeyVerdict.PRESENT, None): "The state holds it: look at the read side (the key name and "
     "prefix the reader uses, the instruction's {key} template, a stale session copy).",
 }
@@ -96,6 +121,30 @@ class Context:
     """:func:`.overlaps.invocation_ranges` of the session's invocations."""
     responses: pd.DataFrame
     """The session's function responses, for the suspects of a direct mutation."""
+    rewinds: pd.DataFrame = field(default_factory=lambda: rewinds_of(pd.DataFrame()))
+    """:func:`rewinds_of` the events the writes come from."""
+
+
+REWIND_COLUMNS = ["session_id", "invocation_id", "ts", "rewind_before", "undid"]
+""":func:`rewinds_of`'s columns (indexed by the rewind's ``event_id``)."""
+
+
+def rewinds_of(events: pd.DataFrame) -> pd.DataFrame:
+    """One row per rewind event of ``events`` (:data:`REWIND_COLUMNS`, indexed by its
+    ``event_id``): ``undid`` the invocations whose events it undid (``rewound_by``), in session
+    order, marker invocations left out."""
+    if "rewound_by" not in events or "kind" not in events:
+        return pd.DataFrame(columns=REWIND_COLUMNS, index=pd.Index([], name="event_id"))
+    rewinds = events.loc[is_kind(events, EventKind.REWIND)].drop_duplicates("event_id")
+    undone = turns(events).dropna(subset=["rewound_by", "invocation_id"])
+    undone = undone.sort_values(["session_id", "seq"], kind="stable")
+    undone = undone.drop_duplicates(["rewound_by", "invocation_id"])
+    undid = per_group(undone["invocation_id"], undone["rewound_by"])
+    out = rewinds.set_index("event_id")[REWIND_COLUMNS[:-1]].copy()
+    out["undid"] = pd.Series(
+        [undid.get(event, ()) for event in out.index], index=out.index, dtype=object
+    )  # one per rewind: a handful
+    return out
 
 
 def keys_to_judge(ctx: Context, asked: Iterable[str]) -> list[str]:
@@ -108,7 +157,10 @@ def keys_to_judge(ctx: Context, asked: Iterable[str]) -> list[str]:
 
 def judge(ctx: Context, keys: Iterable[str]) -> pd.DataFrame:
     """One row per key (:data:`VERDICT_COLUMNS`), in the order given."""
-    by_key = {str(key): group for key, group in ctx.writes.groupby("key", sort=False)}
+    writes = ctx.writes.copy()
+    writes["undid"] = writes["event_id"].map(ctx.rewinds["undid"]).astype(object)
+    ctx = replace(ctx, writes=writes)
+    by_key = {str(key): group for key, group in writes.groupby("key", sort=False)}
     stored: dict[str, Mapping[str, Any]] = {
         str(row["key"]): {str(k): v for k, v in row.items()}
         for row in ctx.stored.to_dict("records")
@@ -120,24 +172,74 @@ def judge(ctx: Context, keys: Iterable[str]) -> pd.DataFrame:
 
 
 def who(write: Mapping[str, Any] | pd.Series | None) -> dict[str, Any] | None:
-    """A write as the findings name it: invocation, author, tool, event, time, session."""
+    """A write as the findings name it: invocation, author, tool, event, time, session. A
+    marker's write is named for what it is (``author`` "a rewind (event X) undoing invocation
+    Y", never ADK's ``user``), with its ``kind``, and on a rewind ``rewind_before`` and
+    ``undid`` (the invocations it undid)."""
     if write is None:
         return None
+    kind = _kind(write)
+    named = kind in (EventKind.TURN, EventKind.ERROR)
     out = {
         "invocation_id": write["invocation_id"],
-        "author": write["author"],
+        "author": write["author"] if named else _marker(write, with_id=True),
         "event_id": write["event_id"],
         "ts": write["ts"],
     }
     if pd.notna(write["tool"]):
         out["tool"] = write["tool"]
     out["session_id"] = write["session_id"]
+    if kind is EventKind.REWIND:
+        out.update(kind=kind.value, rewind_before=write["rewind_before"], undid=_undid(write))
+    elif kind is not EventKind.TURN:
+        out["kind"] = kind.value
     return out
 
 
+def _kind(write: Mapping[str, Any] | pd.Series) -> EventKind:
+    """The kind of the event that carried ``write`` (a turn when not known)."""
+    kind = write.get("kind")
+    return EventKind(kind) if isinstance(kind, str) and kind in set(EventKind) else EventKind.TURN
+
+
+def _undid(write: Mapping[str, Any] | pd.Series) -> tuple[str, ...]:
+    undid = write.get("undid")
+    return tuple(undid) if isinstance(undid, tuple | list) else ()
+
+
+def _invocations(ids: tuple[str, ...]) -> str:
+    """``invocation A``, ``invocations A and B``, ``invocations A, B and C``."""
+    if len(ids) <= 1:
+        return "invocation " + (ids[0] if ids else "?")
+    return "invocations " + ", ".join(ids[:-1]) + " and " + ids[-1]
+
+
+def _marker(write: Mapping[str, Any] | pd.Series, *, with_id: bool = False) -> str:
+    """A marker that wrote state, in words: ``a rewind undoing invocation Y`` (``a rewind
+    (event X) undoing ...`` ``with_id``), ``a compaction``, ``a checkpoint of agent A``."""
+    kind = _kind(write)
+    event = f" (event {write['event_id']})" if with_id else ""
+    if kind is EventKind.REWIND:
+        undid = _undid(write)
+        what = _invocations(undid) if undid else f"nothing (before {write['rewind_before']})"
+        return f"a rewind{event} undoing {what}"
+    if kind is EventKind.COMPACTION:
+        return f"a compaction{event}"
+    return f"a {kind.value}{event} of agent {write['author']}"
+
+
 def _writer(write: pd.Series) -> str:
+    if _kind(write) not in (EventKind.TURN, EventKind.ERROR):
+        return _marker(write)
     tool = f" (tool {write['tool']})" if pd.notna(write["tool"]) else ""
     return f"{write['author']}{tool} in invocation {write['invocation_id']}"
+
+
+def _name(write: pd.Series) -> str:
+    """Who wrote, in a word or two: the author, or the marker (``a rewind``)."""
+    kind = _kind(write)
+    named = kind in (EventKind.TURN, EventKind.ERROR)
+    return str(write["author"]) if named else f"a {kind.value}"
 
 
 def _at(write: pd.Series) -> str:
@@ -199,6 +301,30 @@ def _judge_one(
             written_by=last,
         )
     applied = writes.loc[~writes["partial"]]
+    if key.startswith(SHARED):  # a rewind never reverts them: every write of theirs stands
+        row = _settled(ctx, key, writes, applied, stored, held)
+        return _kept(ctx, row, applied)
+    live = applied.loc[applied["rewound_by"].isna()]
+    rolled = _rewound(ctx, key, applied, live)
+    if rolled is not None:
+        return rolled
+    return _settled(ctx, key, writes, live, stored, held)
+
+
+SHARED = ("app:", "user:")
+"""Prefixes of the keys a rewind leaves as they are (``_NON_SESSION_STATE_PREFIXES``)."""
+WHY, BRIEF = VERDICT_COLUMNS.index("why"), VERDICT_COLUMNS.index("brief")
+
+
+def _settled(
+    ctx: Context,
+    key: str,
+    writes: pd.DataFrame,
+    applied: pd.DataFrame,
+    stored: Mapping[str, Mapping[str, Any]],
+    held: bool,
+) -> tuple[Any, ...]:
+    """The verdict of a key from its ``applied`` writes (no rewind rolled it back)."""
     if applied.empty:
         return _not_applied(ctx, key, writes, stored, held)
     last = applied.iloc[-1]
@@ -210,7 +336,7 @@ def _judge_one(
             key,
             KeyVerdict.REMOVED,
             f"{_writer(last)} removed it at {_at(last)}{was}",
-            f"removed by {last['author']} at {_at(last)}",
+            f"removed by {_name(last)} at {_at(last)}",
             written_by=setter,
             changed_by=last,
         )
@@ -238,7 +364,7 @@ def _judge_one(
             f"{_writer(earlier)} wrote {json_text(earlier['value'])} at {_at(earlier)}; "
             f"{_writer(last)} replaced it with {json_text(last['value'])} at {_at(last)}",
             f"{_short(earlier['value'])} replaced by {_short(last['value'])} by "
-            f"{last['author']} at {_at(last)}",
+            f"{_name(last)} at {_at(last)}",
             value=last["value"],
             written_by=earlier,
             changed_by=last,
@@ -252,6 +378,95 @@ def _judge_one(
         value=last["value"],
         written_by=last,
     )
+
+
+def _rewound(
+    ctx: Context, key: str, applied: pd.DataFrame, live: pd.DataFrame
+) -> tuple[Any, ...] | None:
+    """REWOUND when a rewind's delta is the last change of session key ``key`` (``live``: its
+    ``applied`` writes less those in undone events), or when a rewind undid every write of it
+    (set and removed within the undone invocations, the rewind's delta had nothing to name);
+    else None."""
+    if len(live) and _kind(live.iloc[-1]) is EventKind.REWIND:
+        rewind: pd.Series = live.iloc[-1]
+        prior = applied.loc[applied.index < rewind.name]
+    elif live.empty and len(applied) and applied.iloc[-1]["rewound_by"] in ctx.rewinds.index:
+        event = applied.iloc[-1]["rewound_by"]
+        facts = {**ctx.rewinds.loc[event], "event_id": event, "author": "user", "tool": None}
+        rewind = pd.Series({**facts, "kind": EventKind.REWIND.value, "removed": True})
+        prior = None
+    else:
+        return None
+    by, at, before = _writer(rewind), _at(rewind), rewind["rewind_before"]
+    undone = applied.loc[applied["rewound_by"].eq(rewind["event_id"])]
+    lost = undone.iloc[-1] if len(undone) else None
+    undid = ""
+    if lost is not None:
+        undid = f"; it undid the write of {json_text(lost['value'])} by {_writer(lost)} at "
+        undid += _at(lost)
+    cause = None
+    if prior is None:  # no rewind delta names it: its every write was undone
+        why = f"every write of it was in the invocations {by} undid at {at}{undid}; it was not "
+        why += "set before them, so the rewind's delta did not need to name it"
+        brief = f"every write undone by {by} at {at}"
+    elif not rewind["removed"]:
+        source = _set_by(prior.loc[prior["rewound_by"].isna()], rewind["value"])
+        set_by = "" if source is None else f", set by {_writer(source)} at {_at(source)}"
+        why = f"{by} restored it to {json_text(rewind['value'])} at {at}, its value before "
+        why += f"invocation {before}{set_by}{undid}"
+        brief = f"restored to {_short(rewind['value'])} by {by} at {at}"
+    elif prior["kind"].eq(EventKind.REWIND.value).all():  # no event but rewinds wrote it
+        cause = Cause.CREATION_STATE_NULLED
+        why = (
+            f"{by} set it to null at {at}, and no event ever wrote it: it was state given to "
+            "create_session, which ADK's rewind nulls (it rebuilds the state before invocation "
+            f"{before} from event deltas alone; adk-python issue #4933)"
+        )
+        brief = (
+            f"set at create_session and nulled by {by} at {at} (ADK nulls create_session "
+            "state on a rewind: adk-python #4933)"
+        )
+    else:
+        why = f"{by} removed it at {at}: no event before invocation {before} left it set{undid}"
+        brief = f"removed by {by} at {at}"
+    return _row(
+        key,
+        KeyVerdict.REWOUND,
+        why + ". Runner.rewind_async rolls session keys back to before the invocation it is "
+        "given (app:/user: keys are not reverted)",
+        brief,
+        cause=cause,
+        value=None if rewind["removed"] else rewind["value"],
+        written_by=lost,
+        changed_by=rewind,
+    )
+
+
+def _set_by(writes: pd.DataFrame, value: Any) -> pd.Series | None:
+    """The latest of ``writes`` that wrote ``value`` (what a rewind restored)."""
+    found = writes.loc[writes["value"].map(lambda held: bool(held == value)) & ~writes["removed"]]
+    return found.iloc[-1] if len(found) else None
+
+
+def _kept(ctx: Context, row: tuple[Any, ...], applied: pd.DataFrame) -> tuple[Any, ...]:
+    """``row`` of an ``app:``/``user:`` key, saying so when a rewind undid the invocation of
+    one of its writes, which ADK nonetheless keeps."""
+    undone = applied.dropna(subset=["rewound_by"])
+    if undone.empty:
+        return row
+    last = undone.iloc[-1]
+    event = last["rewound_by"]
+    at = ""
+    if event in ctx.rewinds.index:
+        at = " at " + _at(pd.Series({"ts": ctx.rewinds.loc[event, "ts"], "event_id": event}))
+    note = (
+        f". A rewind{at} undid invocation {last['invocation_id']}, which wrote it, but ADK "
+        "does not revert app:/user: keys on a rewind, so that write stands"
+    )
+    out = list(row)
+    out[WHY] = str(row[WHY]).rstrip(".") + note
+    out[BRIEF] = f"{row[BRIEF]}; kept through the rewind{at} (app:/user: keys are not reverted)"
+    return tuple(out)
 
 
 def _not_applied(

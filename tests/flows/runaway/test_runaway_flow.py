@@ -238,9 +238,9 @@ def test_a_limit_at_the_recommendation_is_kept() -> None:
     items = _items(findings)
     assert items["runaway/model-calls"]["severity"] == "INFO"  # not far above: nothing to do
     assert "keep the limit" in items["runaway/hit-limit"]["action"]
-    [hit] = items["runaway/hit-limit"]["rows"]  # the loop reaches it; the 9-call loops do not
+    [hit] = items["runaway/hit-limit"]["rows"]  # the loop exceeds it; the 9-call loops do not
     assert hit["invocation_id"] == TRUTH["loop"]["invocation_id"]
-    assert "reach the configured limit" in hit["evidence"]
+    assert f"exceed the configured limit {recommended}" in hit["evidence"]
 
 
 def test_only_the_kinds_found_get_their_fix() -> None:

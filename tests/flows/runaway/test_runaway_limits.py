@@ -66,15 +66,17 @@ def test_a_python_limit_error_event_is_a_hit_with_its_limit() -> None:
             {"event_id": "y", "invocation_id": "e-2", "author": "a", "error_code": "MAX_TOKENS"},
         ],
     )
-    model_calls = pd.DataFrame({"invocation_id": ["e-1", "e-2"], "model_calls": [8, 2]})
+    model_calls = pd.DataFrame(
+        {"invocation_id": ["e-1", "e-2"], "model_calls": [8, 2], "ended": [True, True]}
+    )
     errors = limit_errors(
         events=events, diagnostics=build("diagnostics", []), spans=build("spans", [])
     )
     got = hits(model_calls, errors, configured=None)
     assert got.values.tolist() == [["e-1", 8, 8, "error event LlmCallsLimitExceededError"]]
-    counted = hits(model_calls, errors, configured=2)  # e-2 reaches a limit of 2: a hit too
+    counted = hits(model_calls, errors, configured=1)  # e-2 made more than a limit of 1
     assert counted["invocation_id"].tolist() == ["e-1", "e-2"]
-    assert counted["evidence"].iloc[1] == "model calls 2 reach the configured limit 2"
+    assert counted["evidence"].iloc[1] == "model calls 2 exceed the configured limit 1"
     assert configured_limit(None, got) == (8, "the limit error's message")
     assert configured_limit(30, got) == (30, "[apps.<app>] max_llm_calls")
     assert configured_limit(None, got.iloc[0:0]) == (500, "ADK's default, assumed")
@@ -101,3 +103,29 @@ def test_a_java_limit_hit_is_found_from_the_plugin_log_and_the_spans() -> None:
     healthy = model_calls.loc[model_calls["ended"] & ~flagged]
     p99, _ = recommend(healthy["model_calls"])
     assert p99 == truth["llm_calls"]["p99"]
+
+
+def test_exactly_the_limit_of_calls_is_no_hit_without_the_refusal() -> None:
+    """ADK counts a call, then refuses it when the count exceeds the limit: an invocation that
+    made exactly ``limit`` calls and ended was allowed every one. At the limit with no end
+    stored (ADK Java stores no limit error), the refusal ended it; above it, ADK refused."""
+    model_calls = pd.DataFrame(
+        {
+            "invocation_id": ["at-ended", "at-open", "over", "under"],
+            "model_calls": [4, 4, 5, 3],
+            "ended": [True, False, True, False],
+        }
+    )
+    none = limit_errors(
+        events=build("events", []), diagnostics=build("diagnostics", []), spans=build("spans", [])
+    )
+    got = hits(model_calls, none, configured=4)
+    assert got[["invocation_id", "model_calls", "limit"]].values.tolist() == [
+        ["at-open", 4, 4],
+        ["over", 5, 4],
+    ]
+    assert got["evidence"].tolist() == [
+        "model calls 4 reach the configured limit 4 and the invocation stored no end",
+        "model calls 5 exceed the configured limit 4",
+    ]
+    assert hits(model_calls.drop(columns="ended").iloc[:1], none, configured=4).empty
