@@ -68,7 +68,12 @@ def _errors(report: SessionReport, limit: int | None) -> Finding:
         )
     if len(lost):
         parts.append(f"{len(lost)} undeliverable RxJava error(s)")
-    thrown = len(errors) - len(quiet)
+    loud = errors.loc[~errors.index.isin(quiet.index)]
+    failed = int(loud["kind"].eq(EVENT_KIND).sum())  # an error event of a run that failed
+    thrown = len(loud) - failed
+    if failed:
+        codes = ", ".join(sorted(set(loud.loc[loud["kind"].eq(EVENT_KIND), "error_code"].dropna())))
+        parts.append(f"{failed} event(s) carry the error ({codes}) of a run that failed")
     if thrown:
         parts.append(f"{thrown} logged model/tool/run error(s)")
     title = (
@@ -78,7 +83,7 @@ def _errors(report: SessionReport, limit: int | None) -> Finding:
     )
     return Finding(
         f"{FLOW}/errors",
-        Severity.WARNING if len(quiet) else (Severity.INFO if not thrown else Severity.WARNING),
+        Severity.WARNING if len(quiet) or len(loud) else Severity.INFO,
         title,
         f"Errors of the app over {report.errors_window}, and of the session wherever they fall "
         "(in_session). An error code on an event is the model reporting a problem (a cut or "
