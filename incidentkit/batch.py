@@ -23,11 +23,11 @@ from typing import Any
 
 import pandas as pd
 
-from incidentkit import stopping
+from incidentkit import cache, stopping
 from incidentkit.errors import Exit, IncidentkitError, NotebookError, ParameterError
 from incidentkit.findings import Finding, Findings, generator, iso_text
 from incidentkit.flows import FLOWS, Flow
-from incidentkit.manifest import Window, did_you_mean, find_manifest, load_manifest
+from incidentkit.manifest import Manifest, Window, did_you_mean, find_manifest, load_manifest
 from incidentkit.outputs import final_name, write_atomic
 from incidentkit.redact import scrub_text
 from incidentkit.runner import (
@@ -199,6 +199,7 @@ def run_all(
         "started_at": iso_text(started),
         "stale": None if stale is None else _finding_dict(stale),
     }
+    _load_once(manifest, environ)
     outcomes: list[FlowOutcome] = []
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="incidentkit-flow")
     futures = [pool.submit(one, name) for name in first]
@@ -230,6 +231,24 @@ def run_all(
     write_index(root, summary)
     _refuse_leaks([root / "summary.json", root / "index.html"], secrets)
     return BatchResult(summary["exit_code"], root, tuple(outcomes), skipped, stale, summary)
+
+
+def _load_once(manifest: Manifest, environ: Mapping[str, str] | None) -> None:
+    """Read every source here, once, before the flows' kernels start: each file source is
+    parsed by this process into the cache (:mod:`incidentkit.cache`), and every kernel reads
+    it from there instead of parsing it again at the same time."""
+    if not cache.enabled():
+        return
+    from incidentkit.evidence import Evidence
+
+    evidence = Evidence(manifest, environ=environ)
+    for section, spec in manifest.sources.items():
+        if spec.is_database:
+            continue
+        try:
+            evidence.source(section)
+        except Exception:  # noqa: BLE001 - each flow meets the same failure and reports it
+            continue
 
 
 def _refuse_leaks(paths: list[Path], secrets: list[str]) -> None:

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from incidentkit import outputs, progress, stopping
+from incidentkit import cache, outputs, progress, stopping
 from incidentkit.errors import Exit, IncidentkitError
 from incidentkit.findings import generator
 from incidentkit.stopping import Interrupted
@@ -364,6 +364,28 @@ class _Parser(argparse.ArgumentParser):
         self.exit(Exit.USAGE, f"{self.prog}: error: {message}\n")
 
 
+NO_CACHE_HELP = "read every source afresh: neither read nor write the cache of loaded sources"
+
+
+def _cache(args: argparse.Namespace) -> int:
+    if args.action == "clear":
+        entries, size = cache.clear()
+        print(
+            f"cleared {cache.root()}: {entries} entr{'y' if entries == 1 else 'ies'}, "
+            f"{size / 2**20:,.1f} MiB"
+        )
+        return Exit.CLEAN
+    entries, size = cache.usage()
+    logged = [how for how, _, _ in cache.loads()]
+    print(
+        f"{cache.root()}: {entries} entr{'y' if entries == 1 else 'ies'}, "
+        f"{size / 2**20:,.1f} MiB of {cache.CAP_BYTES / 2**30:,.0f} GiB; since it was "
+        f"cleared, {logged.count('parse')} source(s) parsed, {logged.count('read')} read "
+        "from it"
+    )
+    return Exit.CLEAN
+
+
 def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
     """The command's parser; without ``with_simulate`` the simulate command takes no options
     (so ``inspect``, ``run`` and ``new`` never import the simulator)."""
@@ -387,6 +409,7 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
     inspect.add_argument("path", help="an evidence.toml, or a folder holding one")
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
     inspect.add_argument("--quiet", action="store_true", help="no progress of long loads")
+    inspect.add_argument("--no-cache", action="store_true", help=NO_CACHE_HELP)
     inspect.set_defaults(handler=_inspect)
 
     session = sub.add_parser(
@@ -403,6 +426,7 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
         "--evidence", required=True, help="an evidence.toml, or a folder holding one"
     )
     session.add_argument("--quiet", action="store_true", help="no progress of long loads")
+    session.add_argument("--no-cache", action="store_true", help=NO_CACHE_HELP)
     session.set_defaults(handler=_session)
 
     snapshot = sub.add_parser(
@@ -418,6 +442,7 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
     snapshot.add_argument("evidence", help="an evidence.toml, or a folder holding one")
     snapshot.add_argument("--out", required=True, help="a new (or empty) folder to write")
     snapshot.add_argument("--quiet", action="store_true", help="no coverage report, no progress")
+    snapshot.add_argument("--no-cache", action="store_true", help=NO_CACHE_HELP)
     snapshot.set_defaults(handler=_snapshot)
 
     simulate = sub.add_parser(
@@ -484,7 +509,20 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
         type=int,
         help="run all: flows run at once (default: the CPUs, at most one per flow)",
     )
+    run.add_argument("--no-cache", action="store_true", help=NO_CACHE_HELP)
     run.set_defaults(handler=_run)
+
+    kept = sub.add_parser(
+        "cache",
+        help="show or clear the cache of loaded sources",
+        description="Every load of a file source is kept in the user's cache folder, so the "
+        "next flow, notebook re-run or inspect of the same files reads it instead of parsing "
+        "again (a changed file is read afresh; databases are never kept). 'info' says where "
+        "it is and what it holds; 'clear' deletes it.",
+        epilog="exit codes: 0 done; 3 a usage error",
+    )
+    kept.add_argument("action", choices=("info", "clear"), help="info or clear")
+    kept.set_defaults(handler=_cache)
 
     new = sub.add_parser(
         "new",
@@ -543,6 +581,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as done:  # --help (0) or a usage error (3)
         return done.code if isinstance(done.code, int) else Exit.USAGE
     try:
+        if getattr(args, "no_cache", False):  # the kernels this run starts inherit it
+            os.environ[cache.DISABLE_ENV] = "1"
         with (
             stopping.handling(),
             progress.quiet() if getattr(args, "quiet", False) else contextlib.nullcontext(),

@@ -10,10 +10,11 @@ from typing import Any
 
 import pandas as pd
 
-from incidentkit import progress
+from incidentkit import cache, progress
 from incidentkit.frames import empty, spec_of
 from incidentkit.manifest import PARQUET, Filters, Manifest, SourceSpec, Window, load_manifest
 from incidentkit.sources.base import Loaded, concat_rejects
+from incidentkit.sources.parquet import SECTION_FRAMES, narrowed
 
 FRAME_SOURCES: Mapping[str, str] = {
     "runs": "ledger",
@@ -60,10 +61,12 @@ class Evidence:
         *,
         filters: Filters | None = None,
         environ: Mapping[str, str] | None = None,
+        wider: Evidence | None = None,
     ) -> None:
         self.manifest = manifest
         self.filters = filters or manifest.filters
         self._environ = environ
+        self._wider = wider
         self._loaded: dict[str, Loaded] = {}
 
     def __repr__(self) -> str:
@@ -86,11 +89,13 @@ class Evidence:
         return self._environ
 
     def narrowed(self, filters: Filters) -> Evidence:
-        """The same sources read with other filters (a fresh cache; nothing is shared); the
-        same filters are this evidence itself, with what it has read."""
+        """The same sources under other filters. Filters within this evidence's own are a
+        filter on what it has read (never a second parse); wider ones read the sources
+        again (through the cache: :mod:`incidentkit.cache`)."""
         if filters == self.filters:
             return self
-        return Evidence(self.manifest, filters=filters, environ=self._environ)
+        wider = self if within(filters, self.filters) else None
+        return Evidence(self.manifest, filters=filters, environ=self._environ, wider=wider)
 
     def has(self, section: str) -> bool:
         """Whether the manifest names the ``section`` source."""
@@ -101,14 +106,35 @@ class Evidence:
         if section not in self.manifest.sources:
             return None
         if section not in self._loaded:
-            spec = self.manifest.sources[section]
-            load = loader_for(section, spec.format)
-            extra: dict[str, Any] = {}
-            if section == "events" and self.has("ledger"):
-                extra["lookup"] = lambda: self.runs  # names events that carry no session
-            with progress.loading(section):
-                self._loaded[section] = load(spec, self.filters, environ=self._environ, **extra)
+            if self._wider is not None:
+                whole = self._wider.source(section)
+                assert whole is not None  # the same manifest names it
+                self._loaded[section] = narrowed(section, whole, self.filters)
+            else:
+                self._loaded[section] = self._read(section)
         return self._loaded[section]
+
+    def _read(self, section: str) -> Loaded:
+        """``section`` as its loader reads it under this evidence's filters, from the cache
+        when an earlier read left it there."""
+        spec = self.manifest.sources[section]
+        extra: dict[str, Any] = {}
+        also: tuple[SourceSpec, ...] = ()
+        if section == "events" and self.has("ledger"):
+            extra["lookup"] = lambda: self.runs  # names events that carry no session
+            also = (self.manifest.sources["ledger"],)
+        entry = cache.key(spec, self.filters, also=also) if cache.enabled() else None
+        found = cache.read(entry, SECTION_FRAMES[section]) if entry else None
+        if entry and found is not None:
+            cache.note("read", section, entry)
+            return found
+        load = loader_for(section, spec.format)
+        with progress.loading(section):
+            loaded = load(spec, self.filters, environ=self._environ, **extra)
+        if entry:
+            cache.note("parse", section, entry)
+            cache.write(entry, loaded)
+        return loaded
 
     def frame(self, name: str) -> pd.DataFrame:
         """The canonical frame ``name`` (empty, with all columns, when its source is absent)."""
@@ -209,6 +235,26 @@ class Evidence:
         self.load_all()
         parts = [loaded.warnings for loaded in self._loaded.values() if not loaded.warnings.empty]
         return pd.concat(parts, ignore_index=True) if parts else empty("warnings")
+
+
+def within(inner: Filters, outer: Filters) -> bool:
+    """Whether every row ``inner`` keeps is one ``outer`` keeps (so ``inner`` can be cut from
+    what ``outer`` read)."""
+    if outer.window is not None and (
+        inner.window is None
+        or inner.window.start < outer.window.start
+        or inner.window.end > outer.window.end
+    ):
+        return False
+    if outer.app_name is not None and inner.app_name != outer.app_name:
+        return False
+    for mine, theirs in (
+        (inner.session_ids, outer.session_ids),
+        (inner.invocation_ids, outer.invocation_ids),
+    ):
+        if theirs and not (mine and set(mine) <= set(theirs)):
+            return False
+    return True
 
 
 def open_evidence(

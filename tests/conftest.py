@@ -165,3 +165,11 @@ def read_run(
     assert result.html is not None and result.html.is_file()
     findings = json.loads(result.findings.read_text()) if result.findings else {}
     return result.exit_code, findings, result.html.read_text(encoding="utf-8")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Each test process caches loaded sources in a folder of its own, never the user's."""
+    if not os.environ.get("INCIDENTKIT_TEST_KEEP_CACHE_HOME"):
+        import tempfile
+
+        os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="incidentkit-test-cache-")

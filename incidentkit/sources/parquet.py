@@ -104,14 +104,24 @@ def load(
         warnings = concat_rejects([warnings, _older(spec.section, folder, filled)])
     if spec.section == "events":
         _require_distinct_ids(frames["events"], folder / f"events{SUFFIX}")
-    narrowed = _NARROW[spec.section](frames, filters)
-    if spec.section == "jfr" and _emptied(frames, narrowed) and filters.window is not None:
+    whole = Loaded(frames=frames, rejects=rejects, warnings=warnings)
+    return narrowed(spec.section, whole, filters)
+
+
+def narrowed(section: str, loaded: Loaded, filters: Filters) -> Loaded:
+    """What ``section``'s own reader keeps of ``loaded`` (read with wider filters, or none)
+    under ``filters``: the same rows, numbered and related as that read would; rejects and
+    warnings as they were."""
+    frames = dict(loaded.frames)
+    kept = _NARROW[section](frames, filters)
+    warnings = loaded.warnings
+    if section == "jfr" and _emptied(frames, kept) and filters.window is not None:
         span = [f["ts"].agg(how) for f in frames.values() if len(f) for how in ("min", "max")]
         names = pd.concat([f["recording"] for f in frames.values()]).dropna().unique()
         note = {"source": "jfr", "location": ", ".join(names), "raw": None}
         note["reason"] = jfr.outside_window(span, filters.window)
         warnings = concat_rejects([warnings, rejects_frame([note], "warnings")])
-    return Loaded(frames=narrowed, rejects=rejects, warnings=warnings)
+    return Loaded(frames=kept, rejects=loaded.rejects, warnings=warnings)
 
 
 def _folder(spec: SourceSpec) -> Path:
