@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -199,7 +199,7 @@ def run_all(
         "started_at": iso_text(started),
         "stale": None if stale is None else _finding_dict(stale),
     }
-    _load_once(manifest, environ)
+    _load_once(manifest, environ, run_window(manifest, as_of))
     outcomes: list[FlowOutcome] = []
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="incidentkit-flow")
     futures = [pool.submit(one, name) for name in first]
@@ -233,7 +233,9 @@ def run_all(
     return BatchResult(summary["exit_code"], root, tuple(outcomes), skipped, stale, summary)
 
 
-def _load_once(manifest: Manifest, environ: Mapping[str, str] | None) -> None:
+def _load_once(
+    manifest: Manifest, environ: Mapping[str, str] | None, window: Window | None
+) -> None:
     """Read every source here, once, before the flows' kernels start: each file source is
     parsed by this process into the cache (:mod:`incidentkit.cache`), and every kernel reads
     it from there instead of parsing it again at the same time."""
@@ -241,7 +243,8 @@ def _load_once(manifest: Manifest, environ: Mapping[str, str] | None) -> None:
         return
     from incidentkit.evidence import Evidence
 
-    evidence = Evidence(manifest, environ=environ)
+    filters = replace(manifest.filters, window=window)  # as the kernels anchor it
+    evidence = Evidence(manifest, filters=filters, environ=environ, keep=True)
     for section, spec in manifest.sources.items():
         if spec.is_database:
             continue

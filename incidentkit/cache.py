@@ -9,7 +9,9 @@ folder instead of parsing again: each flow's kernel under ``run all``, a noteboo
 and each file's resolved path, size and modification time. A changed file is a new key.
 
 Database sources are never kept here: a live incident's rows change under it. A source is
-cached only when every file it reads is a regular file the kit can stat. Entries are written
+cached only when every file it reads is a regular file the kit can stat, and only when its
+parse took :data:`MIN_PARSE_SECONDS` or more, except in a flow's kernel and in ``run all``,
+where every parse is kept (others read it). Entries are written
 beside their final name and renamed into place, so two runs at once never see half an entry
 (the second writer's copy is dropped); reading one that vanished or is damaged is a miss.
 Entries are evicted least recently used first once the cache passes :data:`CAP_BYTES`. No
@@ -37,6 +39,8 @@ from incidentkit.errors import IncidentkitError
 from incidentkit.manifest import PARQUET, Filters, SourceSpec
 from incidentkit.sources.base import Loaded, expand_paths
 
+MIN_PARSE_SECONDS: Final = 0.5
+"""A parse quicker than this is not kept: writing and reading it back would cost as much."""
 CAP_BYTES: Final = 4 << 30
 """The cache's size past which the least recently used entries go."""
 DISABLE_ENV: Final = "INCIDENTKIT_NO_CACHE"
@@ -45,6 +49,9 @@ kernels it starts."""
 LOG: Final = "loads.log"
 """One line per load through the cache (``parse`` or ``read``, the section, the entry):
 what ``incidentkit cache info`` counts, and how a test proves a source was parsed once."""
+KEEP_ENV: Final = "INCIDENTKIT_CACHE_KEEP"
+"""Set for the flows' kernels: every parse there is kept, however quick (the next flow, the
+next run or a re-run of the notebook reads it)."""
 _LOG_CAP = 1 << 20
 _EXTRA = ("rejects", "warnings")
 _DONE = "done"
@@ -59,6 +66,11 @@ def root() -> Path:
 def enabled(environ: Mapping[str, str] | None = None) -> bool:
     """Whether loads use the cache (``INCIDENTKIT_NO_CACHE`` unset or empty)."""
     return not (os.environ if environ is None else environ).get(DISABLE_ENV)
+
+
+def keep_all() -> bool:
+    """Whether this process keeps every parse (:data:`KEEP_ENV`), not only slow ones."""
+    return bool(os.environ.get(KEEP_ENV))
 
 
 @functools.cache

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -62,11 +63,14 @@ class Evidence:
         filters: Filters | None = None,
         environ: Mapping[str, str] | None = None,
         wider: Evidence | None = None,
+        keep: bool = False,
     ) -> None:
         self.manifest = manifest
         self.filters = filters or manifest.filters
         self._environ = environ
         self._wider = wider
+        self._keep = keep or cache.keep_all()
+        """Keep every parse in the cache, however quick (others will read it: ``run all``)."""
         self._loaded: dict[str, Loaded] = {}
 
     def __repr__(self) -> str:
@@ -129,11 +133,13 @@ class Evidence:
             cache.note("read", section, entry)
             return found
         load = loader_for(section, spec.format)
+        started = time.perf_counter()
         with progress.loading(section):
             loaded = load(spec, self.filters, environ=self._environ, **extra)
         if entry:
             cache.note("parse", section, entry)
-            cache.write(entry, loaded)
+            if self._keep or time.perf_counter() - started >= cache.MIN_PARSE_SECONDS:
+                cache.write(entry, loaded)
         return loaded
 
     def frame(self, name: str) -> pd.DataFrame:

@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from incidentkit import outputs, stopping
+from incidentkit import cache, outputs, stopping
 from incidentkit.errors import NotebookError, ParameterError, exit_code_of
 from incidentkit.findings import Finding, Findings, Provenance, Severity, Verdict
 from incidentkit.flows import FLOWS
@@ -342,7 +342,7 @@ def run_flow(
     }
     as_of = str(params.get("as_of") or "").strip()
     failure: tuple[int, str] | None = None  # (exit code, message)
-    kernel_env = {QUIET_ENV: "1"}  # no bar in a report
+    kernel_env = {QUIET_ENV: "1", cache.KEEP_ENV: "1"}  # no bar in a report; keep parses
     if as_of:
         kernel_env[AS_OF_ENV] = as_of
         kernel_env.update({AS_OF_FROM_ENV: as_of_from} if as_of_from else {})

@@ -3,6 +3,7 @@ and what comes back is exactly what the parse gave; narrowing is a filter on wha
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -29,6 +30,7 @@ def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     """A cache folder of the test's own, enabled whatever the caller's environment says."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
     monkeypatch.delenv(cache.DISABLE_ENV, raising=False)
+    monkeypatch.setattr(cache, "MIN_PARSE_SECONDS", 0.0)  # the fixtures parse in milliseconds
     yield cache.root()
 
 
@@ -201,6 +203,14 @@ def test_a_damaged_entry_is_parsed_again(parses: list[str]) -> None:
     assert parses.count("events") == 2
 
 
+def test_a_quick_parse_is_not_kept(monkeypatch: pytest.MonkeyPatch, parses: list[str]) -> None:
+    monkeypatch.setattr(cache, "MIN_PARSE_SECONDS", 3600.0)
+    for _ in range(2):
+        open_evidence(FIXTURES / "runaway").events  # noqa: B018
+    assert parses.count("events") == 2
+    assert not [e for e in cache.root().iterdir() if e.is_dir()]
+
+
 def test_the_cache_command_says_what_it_holds_and_clears_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -216,3 +226,28 @@ def test_the_cache_command_says_what_it_holds_and_clears_it(
     assert "cleared" in capsys.readouterr().out
     assert not [e for e in cache.root().iterdir() if e.is_dir()]
     assert cache.loads() == []
+
+
+@pytest.mark.notebook
+def test_run_all_parses_each_source_once_then_never(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cache, "MIN_PARSE_SECONDS", 3600.0)  # only run all's own keeping counts
+    pack = _copy("crash_recovery", tmp_path)
+    argv = ["run", "all", "--evidence", str(pack), "-p", "app_name", "invoicing", "--quiet"]
+    assert main([*argv, "--out", str(tmp_path / "first")]) == 1
+    first = cache.loads()
+    parsed = [(section, entry) for how, section, entry in first if how == "parse"]
+    files = {s for s, spec in load_manifest(pack).sources.items() if not spec.is_database}
+    assert {section for section, _ in parsed} == files
+    assert len(parsed) == len(set(parsed)), "no extent is parsed twice"
+    assert sum(how == "read" for how, _, _ in first) >= 3 * len(files) - 1  # three flows read
+    assert main([*argv, "--out", str(tmp_path / "second")]) == 1
+    second = cache.loads()[len(first) :]
+    assert second and all(how == "read" for how, _, _ in second), "nothing is parsed again"
+    for flow in ("orphans", "latency_cliff", "runaway"):
+        one, two = (
+            json.loads((tmp_path / run / flow / "findings.json").read_text(encoding="utf-8"))
+            for run in ("first", "second")
+        )
+        assert one["items"] == two["items"] and one["summary"] == two["summary"]

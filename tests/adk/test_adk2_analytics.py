@@ -33,32 +33,6 @@ AS_OF = pd.Timestamp("2100-01-01", tz="UTC")
 VARIANTS = ("agent_events.jsonl", "agent_events.nested.jsonl", "agent_events.parquet")
 
 
-@pytest.fixture(scope="module")
-def w() -> ModuleType:
-    """The world's module, or a failure naming the extra (as ``test_adk2_world`` does)."""
-    try:
-        from . import adk2_world
-    except ImportError as err:
-        pytest.fail(
-            f"the ADK 2.x world needs the project's adk extra ({err.name}): "
-            "pip install -e '.[adk]'",
-            pytrace=False,
-        )
-    return adk2_world
-
-
-@pytest.fixture(scope="module")
-def analytics(w: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """A healthy session and a max_llm_calls runaway, with the plugin on: built once."""
-    return w.build_analytics(tmp_path_factory.mktemp("adk2") / "analytics")
-
-
-@pytest.fixture(scope="module")
-def markers(w: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """A resumable app that compacts and rewinds, with the plugin on: built once."""
-    return w.build_analytics_markers(tmp_path_factory.mktemp("adk2") / "markers")
-
-
 def manifest(folder: Path, data: str, *, diagnostics: bool = True) -> Path:
     """A manifest reading ``data`` (a file of ``folder``) in [events], and in [diagnostics]."""
     name = f"evidence.{data.replace('.', '-')}.{'both' if diagnostics else 'events'}.toml"

@@ -6,13 +6,11 @@ invocation and no checkpoint keeps one from ending."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pandas as pd
@@ -29,32 +27,8 @@ pytestmark = pytest.mark.adk
 WORLDS = ("compaction", "rewind", "resume", "timeout")
 
 
-def _has(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
-
-
-@pytest.fixture(scope="module")
-def w() -> ModuleType:
-    missing = [m for m in ("google.adk", "opentelemetry.sdk", "aiosqlite") if not _has(m)]
-    if missing:
-        pytest.fail(f"needs {', '.join(missing)}: pip install -e '.[adk]'", pytrace=False)
-    from . import adk2_world
-
-    return adk2_world
-
-
-@pytest.fixture(scope="module")
-def built(w: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    root = tmp_path_factory.mktemp("adk2-baseline")
-    yield {name: getattr(w, f"build_{name}")(root / name) for name in WORLDS}
-
-
-def _export(folder: Path) -> Path:
+def _export(folder: Path, out: Path) -> Path:
     """The store's ``events`` table as JSON lines, one row per event, the event nested."""
-    out = folder / "events-export.jsonl"
     with sqlite3.connect(folder / "adk.db") as conn:
         rows = conn.execute(
             "SELECT app_name, user_id, session_id, invocation_id, event_data FROM events"
@@ -81,8 +55,10 @@ def _histogram(frame: pd.DataFrame) -> dict[int, int]:
 
 
 @pytest.mark.parametrize("name", WORLDS)
-def test_the_engines_count_model_calls_as_adk_made_them(built: dict[str, Any], name: str) -> None:
-    world = built[name]
+def test_the_engines_count_model_calls_as_adk_made_them(
+    adk2: Callable[[str], Any], name: str, tmp_path: Path
+) -> None:
+    world = adk2(name)
     evidence = open_evidence(world.store.folder)
     events = evidence.events
     kit = without_marker_invocations(counts.from_events(events, evidence.responses), events)
@@ -92,7 +68,8 @@ def test_the_engines_count_model_calls_as_adk_made_them(built: dict[str, Any], n
     assert "SQLite over events" in in_sqlite.where
     assert _histogram(in_sqlite.value) == want
     assert (in_sqlite.value["ended"]).all(), "every invocation ADK ran here ended"
-    files = replace(spec, paths=(_export(world.store.folder),), sqlite_path=None, format=None)
+    export = _export(world.store.folder, tmp_path / "events-export.jsonl")
+    files = replace(spec, paths=(export,), sqlite_path=None, format=None)
     in_duckdb = baselines.call_histogram(files, Filters())
     assert "DuckDB" in in_duckdb.where
     assert _histogram(in_duckdb.value) == want

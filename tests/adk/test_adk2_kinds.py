@@ -11,11 +11,8 @@ is built once for the module; the same frames come out of PostgreSQL and out of 
 from __future__ import annotations
 
 import collections
-import importlib.util
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pandas as pd
@@ -31,58 +28,6 @@ from incidentkit.sources import events
 pytestmark = pytest.mark.adk
 
 MARKERS = ("compaction", "rewind", "checkpoint")
-
-
-def _has(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
-
-
-@pytest.fixture(scope="module")
-def w() -> ModuleType:
-    """The world's module, or a failure naming the extra."""
-    missing = [m for m in ("google.adk", "opentelemetry.sdk", "aiosqlite") if not _has(m)]
-    if missing:
-        pytest.fail(
-            f"the ADK 2.x world needs {', '.join(missing)}, from the project's adk extra: "
-            "pip install -e '.[adk]'",
-            pytrace=False,
-        )
-    from . import adk2_world
-
-    return adk2_world
-
-
-@pytest.fixture(scope="module")
-def worlds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield tmp_path_factory.mktemp("adk2-kinds")
-
-
-@pytest.fixture(scope="module")
-def compaction(w: ModuleType, worlds: Path) -> Any:
-    return w.build_compaction(worlds / "compaction")
-
-
-@pytest.fixture(scope="module")
-def rewind(w: ModuleType, worlds: Path) -> Any:
-    return w.build_rewind(worlds / "rewind")
-
-
-@pytest.fixture(scope="module")
-def resume(w: ModuleType, worlds: Path) -> Any:
-    return w.build_resume(worlds / "resume")
-
-
-@pytest.fixture(scope="module")
-def timeout(w: ModuleType, worlds: Path) -> Any:
-    return w.build_timeout(worlds / "timeout")
-
-
-@pytest.fixture(scope="module")
-def runaway(w: ModuleType, worlds: Path) -> Any:
-    return w.build_runaway(worlds / "runaway")
 
 
 def _events(world: Any, **filters: Any) -> pd.DataFrame:

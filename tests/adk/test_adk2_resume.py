@@ -12,9 +12,7 @@ the retried timeout and the compacted and rewound sessions, count the runs ADK r
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -27,58 +25,13 @@ from incidentkit.flows import latency_cliff, orphans
 from incidentkit.flows.latency_cliff import LatencyReport
 from incidentkit.flows.latency_cliff.latency import from_events
 
+from .conftest import RESUME_PAUSE
+
 pytestmark = pytest.mark.adk
 
-PAUSE = 3.0
+PAUSE = RESUME_PAUSE
 """Seconds between the kill and the resume, and before the approval's answer: more than the
 2 s at which ``latency_cliff`` compares sources."""
-
-
-def _has(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
-
-
-@pytest.fixture(scope="module")
-def w() -> ModuleType:
-    """The world's module, or a failure naming the extra."""
-    missing = [m for m in ("google.adk", "opentelemetry.sdk", "aiosqlite") if not _has(m)]
-    if missing:
-        pytest.fail(
-            f"the ADK 2.x world needs {', '.join(missing)}, from the project's adk extra: "
-            "pip install -e '.[adk]'",
-            pytrace=False,
-        )
-    from . import adk2_world
-
-    return adk2_world
-
-
-@pytest.fixture(scope="module")
-def worlds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield tmp_path_factory.mktemp("adk2-resume")
-
-
-@pytest.fixture(scope="module")
-def resume(w: ModuleType, worlds: Path) -> Any:
-    return w.build_resume(worlds / "resume", pause=PAUSE)
-
-
-@pytest.fixture(scope="module")
-def timeout(w: ModuleType, worlds: Path) -> Any:
-    return w.build_timeout(worlds / "timeout")
-
-
-@pytest.fixture(scope="module")
-def compaction(w: ModuleType, worlds: Path) -> Any:
-    return w.build_compaction(worlds / "compaction")
-
-
-@pytest.fixture(scope="module")
-def rewind(w: ModuleType, worlds: Path) -> Any:
-    return w.build_rewind(worlds / "rewind")
 
 
 def latency(manifest: Path) -> tuple[LatencyReport, Findings]:

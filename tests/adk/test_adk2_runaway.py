@@ -31,60 +31,6 @@ PAUSE = 1.0
 the dead worker's last stored call)."""
 
 
-@pytest.fixture(scope="module")
-def w() -> ModuleType:
-    """The world's module, or a failure naming the extra (as ``test_adk2_world`` does)."""
-    try:
-        from . import adk2_world
-    except ImportError as err:
-        pytest.fail(
-            f"the ADK 2.x world needs the project's adk extra ({err.name}): "
-            "pip install -e '.[adk]'",
-            pytrace=False,
-        )
-    return adk2_world
-
-
-@pytest.fixture(scope="module")
-def worlds(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("adk2-runaway")
-
-
-@pytest.fixture(scope="module")
-def compaction(w: ModuleType, worlds: Path) -> Any:
-    return w.build_compaction(worlds / "compaction")
-
-
-@pytest.fixture(scope="module")
-def rewind(w: ModuleType, worlds: Path) -> Any:
-    return w.build_rewind(worlds / "rewind")
-
-
-@pytest.fixture(scope="module")
-def resume(w: ModuleType, worlds: Path) -> Any:
-    return w.build_resume(worlds / "resume", pause=PAUSE)
-
-
-@pytest.fixture(scope="module")
-def timeout(w: ModuleType, worlds: Path) -> Any:
-    return w.build_timeout(worlds / "timeout")
-
-
-@pytest.fixture(scope="module")
-def runaway(w: ModuleType, worlds: Path) -> Any:
-    return w.build_runaway(worlds / "runaway")
-
-
-@pytest.fixture(scope="module")
-def analytics(w: ModuleType, worlds: Path) -> Any:
-    return w.build_analytics(worlds / "analytics")
-
-
-@pytest.fixture(scope="module")
-def markers(w: ModuleType, worlds: Path) -> Any:
-    return w.build_analytics_markers(worlds / "markers")
-
-
 def report_of(manifest: Path, **options: Any) -> RunawayReport:
     return triage_runaway(frames_of(ik.open_evidence(manifest), READS), as_of=AS_OF, **options)
 

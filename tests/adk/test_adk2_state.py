@@ -15,7 +15,6 @@ Like the other ADK tests these fail, never skip, without the adk extra.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -29,45 +28,6 @@ from incidentkit.flows.vanished_state.suspects import state_suspects
 
 pytestmark = pytest.mark.adk
 SHARED = ("app:", "user:")
-
-
-@pytest.fixture(scope="module")
-def w() -> ModuleType:
-    """The world's module, or a failure naming the extra (as ``test_adk2_world`` does)."""
-    try:
-        from . import adk2_world
-    except ImportError as err:
-        pytest.fail(
-            f"the ADK 2.x world needs the project's adk extra ({err.name}): "
-            "pip install -e '.[adk]'",
-            pytrace=False,
-        )
-    return adk2_world
-
-
-@pytest.fixture(scope="module")
-def worlds(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("adk2-state")
-
-
-@pytest.fixture(scope="module")
-def rewind(w: ModuleType, worlds: Path) -> Any:
-    return w.build_rewind(worlds / "rewind")
-
-
-@pytest.fixture(scope="module")
-def compaction(w: ModuleType, worlds: Path) -> Any:
-    return w.build_compaction(worlds / "compaction")
-
-
-@pytest.fixture(scope="module")
-def resume(w: ModuleType, worlds: Path) -> Any:
-    return w.build_resume(worlds / "resume")
-
-
-@pytest.fixture(scope="module")
-def timeout(w: ModuleType, worlds: Path) -> Any:
-    return w.build_timeout(worlds / "timeout")
 
 
 def run(flow: ModuleType, world: Any, session_id: str) -> tuple[Any, Findings]:
@@ -263,10 +223,8 @@ def test_a_retried_timeout_is_labelled_and_adds_no_invocation(timeout: Any) -> N
     assert vanished.overlaps.empty
 
 
-def test_a_run_max_llm_calls_stopped_failed_and_its_error_is_not_quiet(
-    w: ModuleType, worlds: Path
-) -> None:
-    world = w.build_runaway(worlds / "runaway")
+def test_a_run_max_llm_calls_stopped_failed_and_its_error_is_not_quiet(runaway: Any) -> None:
+    world = runaway
     hit = world.runaway
     report, found = run(session, world, hit.session_id)
     stopped = report.errors.loc[report.errors["invocation_id"].eq(hit.invocation_id)]
