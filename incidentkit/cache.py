@@ -55,7 +55,7 @@ next run or a re-run of the notebook reads it)."""
 _LOG_CAP = 1 << 20
 _EXTRA = ("rejects", "warnings")
 _DONE = "done"
-_CODE_PARTS = ("frames.py", "times.py", "manifest.py", "redact.py", "sources")
+_CODE_PARTS = ("errors.py", "frames.py", "times.py", "manifest.py", "redact.py", "sources")
 
 
 def root() -> Path:
