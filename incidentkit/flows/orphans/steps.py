@@ -78,7 +78,9 @@ def sweep(evidence: Evidence, settings: Settings) -> OrphanReport:
     at = settings["as_of"]
     runs = evidence.runs
     context = log_context(evidence, runs, at)
-    return classify_orphans(
+    spans, spans_note = _side_frame(context, "spans")
+    diagnostics, diagnostics_note = _side_frame(context, "diagnostics")
+    report = classify_orphans(
         runs,
         context.events,
         context.calls,
@@ -88,21 +90,27 @@ def sweep(evidence: Evidence, settings: Settings) -> OrphanReport:
         terminal_agent=settings["terminal_agent"],
         key_templates=settings["key_templates"],
         attempts_cap=settings["attempts_cap"],
-        spans=_side_frame(context, "spans"),
-        diagnostics=_side_frame(context, "diagnostics"),
+        spans=spans,
+        diagnostics=diagnostics,
         has_journal=context.has("journal"),
     )
+    notes = tuple(note for note in (spans_note, diagnostics_note) if note)
+    return replace(report, notes=notes) if notes else report
 
 
-def _side_frame(evidence: Evidence, name: str) -> pd.DataFrame | None:
-    """A frame the sweep reads only to see resumes: None when the manifest lacks its section
-    or it cannot be read (a source outside the flow's sections never stops it)."""
+def _side_frame(evidence: Evidence, name: str) -> tuple[pd.DataFrame | None, str | None]:
+    """A frame the sweep reads only to see resumes, and a note when it could not be read:
+    None when the manifest lacks its section or it cannot be read (a source outside the
+    flow's sections never stops it, but the report says what it missed)."""
     if not evidence.has(name):
-        return None
+        return None, None
     try:
-        return evidence.frame(name)
-    except IncidentkitError:
-        return None
+        return evidence.frame(name), None
+    except IncidentkitError as err:
+        return None, (
+            f"The {name} could not be read ({err}): invocations ADK resumed after a crash are "
+            "found from the event log alone, so a resume it does not show is missed."
+        )
 
 
 def findings(report: OrphanReport, evidence: Evidence, settings: Settings) -> Findings:
@@ -116,7 +124,7 @@ def findings(report: OrphanReport, evidence: Evidence, settings: Settings) -> Fi
         app_name=settings.app_name,
         settings_from=settings.sources,
     )
-    notes = evidence_notes(evidence, SECTIONS)
+    notes = [*evidence_notes(evidence, SECTIONS), *report.notes]
     if notes:  # the first screen says what the window holds
         parameters = {**found.evidence.parameters, "evidence_notes": notes}
         found = replace(found, evidence=replace(found.evidence, parameters=parameters))

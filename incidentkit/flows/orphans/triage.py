@@ -155,6 +155,8 @@ class OrphanReport:
     """Calls ADK executed again after a crash resumed their invocation, each with what the
     journal says (:data:`incidentkit.flows._resume.RUN_TWICE_COLUMNS`); found with or without
     a ledger."""
+    notes: tuple[str, ...] = ()
+    """What the sweep could not read beside its own sources, in words (shown first)."""
 
     def class_counts(self) -> dict[str, int]:
         """Orphans per class, every class present (zero when absent)."""

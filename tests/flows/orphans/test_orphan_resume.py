@@ -5,16 +5,20 @@ are listed with what the journal says."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 
 from incidentkit.findings import Severity
+from incidentkit.flows import orphans
 from incidentkit.flows.orphans.findings import orphan_findings
 from incidentkit.flows.orphans.triage import OrphanClass, OrphanReport, classify_orphans
 from incidentkit.frames import build, empty
 
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 T0 = pd.Timestamp("2026-12-06T20:00:00Z")
 AS_OF = T0 + pd.Timedelta(minutes=10)
 
@@ -171,3 +175,15 @@ def test_the_sweep_lists_the_calls_adk_ran_again_after_a_crash(
     bare = crashed()
     without = sweep(bare.pop("log"), build("runs", []), **{**bare, "spans": None})
     assert without.calls_run_twice.empty  # no spans: nothing shows the crash
+
+
+def test_spans_that_cannot_be_read_are_said_not_skipped(tmp_path: Path) -> None:
+    pack = Path(shutil.copytree(FIXTURES / "crash_recovery", tmp_path / "pack"))
+    (pack / "spans.otlp.jsonl").unlink()  # the manifest still names it
+    evidence, settings = orphans.setup(pack, app_name="invoicing")
+    report = orphans.sweep(evidence, settings)
+    (note,) = report.notes
+    assert note.startswith("The spans could not be read (") and "event log alone" in note
+    found = orphans.findings(report, evidence, settings)
+    assert note in found.evidence.parameters["evidence_notes"]
+    assert not report.orphans.empty  # the sweep itself stands
