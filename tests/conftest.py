@@ -167,9 +167,19 @@ def read_run(
     return result.exit_code, findings, result.html.read_text(encoding="utf-8")
 
 
+_CACHE_HOME: list[str] = []
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Each test process caches loaded sources in a folder of its own, never the user's."""
+    """Each test process caches loaded sources in a folder of its own, never the user's, and
+    removes it when it ends."""
     if not os.environ.get("INCIDENTKIT_TEST_KEEP_CACHE_HOME"):
         import tempfile
 
-        os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="incidentkit-test-cache-")
+        _CACHE_HOME.append(tempfile.mkdtemp(prefix="incidentkit-test-cache-"))
+        os.environ["XDG_CACHE_HOME"] = _CACHE_HOME[-1]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for folder in _CACHE_HOME:
+        shutil.rmtree(folder, ignore_errors=True)
