@@ -8,6 +8,7 @@ from typing import TypeGuard
 
 import pandas as pd
 
+from incidentkit.flows.vanished_state.verdicts import SETTLED, KeyVerdict
 from incidentkit.postmortem.collect import OPEN_ITEM, ORPHAN_ITEMS, FlowFindings, orphaned
 from incidentkit.postmortem.proof import Ref, cite, counter, distinct, item_ref
 from incidentkit.postmortem.text import duration, iso, md, ms, num, time
@@ -251,8 +252,8 @@ def _state(ff: FlowFindings, overlaps: str, faults: str | None) -> dict[str, Cla
 def _vanished(ff: FlowFindings) -> dict[str, Claim]:
     claims = _state(ff, "vanished_state/overlapping-invocations", None)
     rows = ff.rows("vanished_state/keys")
-    lost = [n for n, r in enumerate(rows, 1) if r.get("verdict") not in ("PRESENT", "REWOUND")]
-    rewound = [n for n, r in enumerate(rows, 1) if r.get("verdict") == "REWOUND"]
+    lost = [n for n, r in enumerate(rows, 1) if r.get("verdict") not in SETTLED]
+    rewound = [n for n, r in enumerate(rows, 1) if r.get("verdict") == KeyVerdict.REWOUND]
     if rows:
         names = ", ".join(
             f"{md(rows[n - 1].get('key'))} ({md(rows[n - 1].get('verdict'))})" for n in lost

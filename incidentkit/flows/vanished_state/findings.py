@@ -24,7 +24,7 @@ from incidentkit.findings import (
 )
 from incidentkit.flows.vanished_state.overlaps import FIX as OVERLAP_FIX
 from incidentkit.flows.vanished_state.triage import VanishedReport
-from incidentkit.flows.vanished_state.verdicts import KeyVerdict, fix_of
+from incidentkit.flows.vanished_state.verdicts import SETTLED, KeyVerdict, fix_of
 
 FLOW = "vanished_state"
 KEY_ROW = ["key", "verdict", "cause", "why", "value", "written_by", "changed_by", "raced_with"]
@@ -35,9 +35,6 @@ TITLE_ORDER = (
     *(KeyVerdict.OVERWRITTEN, KeyVerdict.REMOVED, KeyVerdict.REWOUND, KeyVerdict.PRESENT),
 )
 """The order a title names keys in: the four causes first, the controls last."""
-SETTLED = (KeyVerdict.PRESENT.value, KeyVerdict.REWOUND.value)
-"""Verdicts that are no failure to keep state: held, or rolled back by a rewind the app
-asked for (still worth reading: the item is a WARNING while a key is REWOUND)."""
 
 
 def key_text(row: Mapping[Any, Any]) -> str:

@@ -57,6 +57,12 @@ class KeyVerdict(enum.StrEnum):
     PRESENT = "PRESENT"
 
 
+SETTLED = (KeyVerdict.PRESENT.value, KeyVerdict.REWOUND.value)
+"""Verdicts that are no failure to keep state: held, or rolled back by a rewind the app
+asked for (still worth reading: the item is a WARNING while a key is REWOUND). The postmortem
+counts the others as keys that did not stick."""
+
+
 class Cause(enum.StrEnum):
     """Why a key never became durable, or how a present one got there without a delta."""
 
