@@ -181,7 +181,7 @@ def run_all(
                 show_code,
                 environ,
                 extra,
-                {"as_of_from": as_of_from, "stale_after": stale_after},
+                {"as_of_from": as_of_from, "stale_after": stale_after, "cache_run": run},
             )
         finally:
             if threading.current_thread() is not threading.main_thread():
@@ -199,7 +199,8 @@ def run_all(
         "started_at": iso_text(started),
         "stale": None if stale is None else _finding_dict(stale),
     }
-    _load_once(manifest, environ, run_window(manifest, as_of))
+    run = cache.new_run()  # the database sources are read once for all the flows
+    _load_once(manifest, environ, run_window(manifest, as_of), run)
     outcomes: list[FlowOutcome] = []
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="incidentkit-flow")
     futures = [pool.submit(one, name) for name in first]
@@ -226,6 +227,7 @@ def run_all(
         raise
     finally:
         pool.shutdown(wait=True)
+        cache.end_run(run)
     summary = _summary(context, outcomes, skipped, pending=[])
     write_summary(root, summary)
     write_index(root, summary)
@@ -234,20 +236,19 @@ def run_all(
 
 
 def _load_once(
-    manifest: Manifest, environ: Mapping[str, str] | None, window: Window | None
+    manifest: Manifest, environ: Mapping[str, str] | None, window: Window | None, run: str
 ) -> None:
-    """Read every source here, once, before the flows' kernels start: each file source is
-    parsed by this process into the cache (:mod:`incidentkit.cache`), and every kernel reads
-    it from there instead of parsing it again at the same time."""
+    """Read every source here, once, before the flows' kernels start: each is parsed by this
+    process into the cache (:mod:`incidentkit.cache`; a database source for this ``run``
+    only), and every kernel reads it from there instead of parsing it again at the same
+    time."""
     if not cache.enabled():
         return
     from incidentkit.evidence import Evidence
 
     filters = replace(manifest.filters, window=window)  # as the kernels anchor it
-    evidence = Evidence(manifest, filters=filters, environ=environ, keep=True)
-    for section, spec in manifest.sources.items():
-        if spec.is_database:
-            continue
+    evidence = Evidence(manifest, filters=filters, environ=environ, keep=True, run=run)
+    for section in manifest.sources:
         try:
             evidence.source(section)
         except Exception:  # noqa: BLE001 - each flow meets the same failure and reports it
@@ -343,6 +344,7 @@ def _run_one(
             extra_items=extra,
             as_of_from=judging["as_of_from"] if "as_of" in params else "",
             stale_after=judging["stale_after"],
+            cache_run=judging["cache_run"],
         )
         code, verdict, error = result.exit_code, result.verdict, result.error
     except IncidentkitError as err:  # refused before the notebook, or its artifacts rejected

@@ -8,14 +8,16 @@ folder instead of parsing again: each flow's kernel under ``run all``, a noteboo
 (a hash of the modules that read evidence), the section as the manifest gives it, the filters,
 and each file's resolved path, size and modification time. A changed file is a new key.
 
-Database sources are never kept here: a live incident's rows change under it. A source is
-cached only when every file it reads is a regular file the kit can stat, and only when its
-parse took :data:`MIN_PARSE_SECONDS` or more, except in a flow's kernel and in ``run all``,
-where every parse is kept (others read it). Entries are written
-beside their final name and renamed into place, so two runs at once never see half an entry
-(the second writer's copy is dropped); reading one that vanished or is damaged is a miss.
-Entries are evicted least recently used first once the cache passes :data:`CAP_BYTES`. No
-entry holds a secret: file sources take nothing from the environment, and the key is a hash.
+A database source is kept for one run only (:data:`RUN_ENV`): ``run all`` reads it once for
+all its flows, and the entries are deleted when the run ends, so a live incident's rows are
+never read stale by a later run. A file source is cached only when every file it reads is a
+regular file the kit can stat, and only when its parse took :data:`MIN_PARSE_SECONDS` or more,
+except in a flow's kernel and in ``run all``, where every parse is kept (others read it).
+Entries are written beside their final name and renamed into place, so two runs at once never
+see half an entry (the second writer's copy is dropped); reading one that vanished or is
+damaged is a miss. Entries are evicted least recently used first once the cache passes
+:data:`CAP_BYTES`. No entry holds a secret: loaders keep no credential in a frame, and the key
+is a hash.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ what ``incidentkit cache info`` counts, and how a test proves a source was parse
 KEEP_ENV: Final = "INCIDENTKIT_CACHE_KEEP"
 """Set for the flows' kernels: every parse there is kept, however quick (the next flow, the
 next run or a re-run of the notebook reads it)."""
+RUN_ENV: Final = "INCIDENTKIT_CACHE_RUN"
+"""The run a flow's kernel belongs to (``run all`` sets it): database sources read under it are
+kept as entries named after the run, which :func:`end_run` deletes."""
 _LOG_CAP = 1 << 20
 _EXTRA = ("rejects", "warnings")
 _DONE = "done"
@@ -88,12 +93,27 @@ def code_hash() -> str:
     return digest.hexdigest()
 
 
-def key(spec: SourceSpec, filters: Filters, *, also: tuple[SourceSpec, ...] = ()) -> str | None:
-    """The cache key of ``spec`` read with ``filters`` (``also``: other file sources the load
-    reads, as ``[events]`` reads the ledger); None when it is not cached: a database, a
-    snapshot section, a file that cannot be stat'ed."""
-    described = []
+def key(
+    spec: SourceSpec,
+    filters: Filters,
+    *,
+    also: tuple[SourceSpec, ...] = (),
+    run: str | None = None,
+) -> str | None:
+    """The cache key of ``spec`` read with ``filters`` (``also``: other sources the load
+    reads, as ``[events]`` reads the ledger); None when it is not cached: a snapshot section,
+    a file that cannot be stat'ed, a database outside a run. ``run`` (a run's token): a load
+    that reads a database is kept for that run only, under a key that starts with it."""
+    described: list[dict[str, object]] = []
+    live = False
     for one in (spec, *also):
+        if one.is_database:
+            if run is None:
+                return None
+            live = True
+            where = str(one.sqlite_path) if one.sqlite_path is not None else one.url_ref
+            described.append({"spec": _spec_text(one), "database": where})
+            continue
         files = _files(one)
         if files is None:
             return None
@@ -103,7 +123,32 @@ def key(spec: SourceSpec, filters: Filters, *, also: tuple[SourceSpec, ...] = ()
         sort_keys=True,
         default=str,
     )
-    return hashlib.sha256(text.encode()).hexdigest()
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return f"{_run_prefix(run)}{digest}" if live and run is not None else digest
+
+
+def run_token() -> str | None:
+    """The run this process belongs to (:data:`RUN_ENV`), or None."""
+    return os.environ.get(RUN_ENV) or None
+
+
+def new_run() -> str:
+    """A fresh run token, for :data:`RUN_ENV`."""
+    return uuid.uuid4().hex
+
+
+def end_run(run: str) -> int:
+    """Delete the entries kept for ``run`` (its database sources); how many there were."""
+    gone = 0
+    for folder, _, _ in list(_entries()):
+        if folder.name.startswith(_run_prefix(run)):
+            shutil.rmtree(folder, ignore_errors=True)
+            gone += 1
+    return gone
+
+
+def _run_prefix(run: str) -> str:
+    return f"run-{run}-"
 
 
 def read(entry: str, frames: tuple[str, ...]) -> Loaded | None:

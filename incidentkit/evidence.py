@@ -64,6 +64,7 @@ class Evidence:
         environ: Mapping[str, str] | None = None,
         wider: Evidence | None = None,
         keep: bool = False,
+        run: str | None = None,
     ) -> None:
         self.manifest = manifest
         self.filters = filters or manifest.filters
@@ -71,6 +72,8 @@ class Evidence:
         self._wider = wider
         self._keep = keep or cache.keep_all()
         """Keep every parse in the cache, however quick (others will read it: ``run all``)."""
+        self._run = run or cache.run_token()
+        """The ``run all`` this evidence is read for: its database sources are cached for it."""
         self._loaded: dict[str, Loaded] = {}
 
     def __repr__(self) -> str:
@@ -99,7 +102,9 @@ class Evidence:
         if filters == self.filters:
             return self
         wider = self if within(filters, self.filters) else None
-        return Evidence(self.manifest, filters=filters, environ=self._environ, wider=wider)
+        return Evidence(
+            self.manifest, filters=filters, environ=self._environ, wider=wider, run=self._run
+        )
 
     def has(self, section: str) -> bool:
         """Whether the manifest names the ``section`` source."""
@@ -127,7 +132,7 @@ class Evidence:
         if section == "events" and self.has("ledger"):
             extra["lookup"] = lambda: self.runs  # names events that carry no session
             also = (self.manifest.sources["ledger"],)
-        entry = cache.key(spec, self.filters, also=also) if cache.enabled() else None
+        entry = cache.key(spec, self.filters, also=also, run=self._run) if cache.enabled() else None
         found = cache.read(entry, SECTION_FRAMES[section]) if entry else None
         if entry and found is not None:
             cache.note("read", section, entry)

@@ -296,6 +296,7 @@ def run_flow(
     extra_items: Sequence[Finding] = (),
     as_of_from: str = "",
     stale_after: pd.Timedelta | None = None,
+    cache_run: str | None = None,
 ) -> RunResult:
     """Execute ``flow`` against ``evidence``; write notebook, HTML and findings into ``out``.
 
@@ -343,6 +344,8 @@ def run_flow(
     as_of = str(params.get("as_of") or "").strip()
     failure: tuple[int, str] | None = None  # (exit code, message)
     kernel_env = {QUIET_ENV: "1", cache.KEEP_ENV: "1"}  # no bar in a report; keep parses
+    if cache_run:  # a run of several flows: its database sources are read once, for all
+        kernel_env[cache.RUN_ENV] = cache_run
     if as_of:
         kernel_env[AS_OF_ENV] = as_of
         kernel_env.update({AS_OF_FROM_ENV: as_of_from} if as_of_from else {})

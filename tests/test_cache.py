@@ -121,6 +121,22 @@ def test_a_database_source_is_never_kept(parses: list[str]) -> None:
     assert "events" not in {section for _, section, _ in cache.loads()}
 
 
+def test_a_database_source_is_kept_for_its_run_only(parses: list[str]) -> None:
+    pack = FIXTURES / "crash_recovery-adk-python"
+    manifest = load_manifest(pack)
+    for run in ("run-a", "run-a", "run-b"):
+        Evidence(manifest, run=run).events  # noqa: B018
+    assert parses.count("events") == 2  # once for each run
+    kept = [p.name for p in cache.root().iterdir() if p.name.startswith("run-")]
+    assert len(kept) == 2
+    assert cache.end_run("run-a") == 1
+    assert [p.name for p in cache.root().iterdir() if p.name.startswith("run-")] == [
+        name for name in kept if name.startswith("run-run-b-")
+    ]
+    Evidence(manifest, run="run-a").events  # noqa: B018 - its entries are gone: parsed again
+    assert parses.count("events") == 3
+
+
 def test_no_cache_reads_and_writes_nothing(
     monkeypatch: pytest.MonkeyPatch, parses: list[str]
 ) -> None:
@@ -232,19 +248,26 @@ def test_the_cache_command_says_what_it_holds_and_clears_it(
 def test_run_all_parses_each_source_once_then_never(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A file source is parsed once by the first run all and never by the second; a database
+    source (here the ADK Python store) once by each run, for all its flows, and the entries
+    kept for a run are gone when it ends."""
     monkeypatch.setattr(cache, "MIN_PARSE_SECONDS", 3600.0)  # only run all's own keeping counts
-    pack = _copy("crash_recovery", tmp_path)
+    pack = _copy("crash_recovery-adk-python", tmp_path)
+    sources = load_manifest(pack).sources
+    files = {section for section, spec in sources.items() if not spec.is_database}
+    databases = set(sources) - files
+    assert files and databases
     argv = ["run", "all", "--evidence", str(pack), "-p", "app_name", "invoicing", "--quiet"]
     assert main([*argv, "--out", str(tmp_path / "first")]) == 1
     first = cache.loads()
     parsed = [(section, entry) for how, section, entry in first if how == "parse"]
-    files = {s for s, spec in load_manifest(pack).sources.items() if not spec.is_database}
-    assert {section for section, _ in parsed} == files
-    assert len(parsed) == len(set(parsed)), "no extent is parsed twice"
-    assert sum(how == "read" for how, _, _ in first) >= 3 * len(files) - 1  # three flows read
+    assert sorted(section for section, _ in parsed) == sorted(files | databases)
+    assert sum(how == "read" for how, _, _ in first) >= 3 * len(sources) - 1  # three flows read
     assert main([*argv, "--out", str(tmp_path / "second")]) == 1
     second = cache.loads()[len(first) :]
-    assert second and all(how == "read" for how, _, _ in second), "nothing is parsed again"
+    assert sorted(section for how, section, _ in second if how == "parse") == sorted(databases)
+    assert {section for how, section, _ in second if how == "read"} == files | databases
+    assert not [p.name for p in cache.root().iterdir() if p.name.startswith("run-")]
     for flow in ("orphans", "latency_cliff", "runaway"):
         one, two = (
             json.loads((tmp_path / run / flow / "findings.json").read_text(encoding="utf-8"))

@@ -10,9 +10,9 @@ Three promises hold here, whatever a manifest or a parameter holds:
 - **One statement, values bound.** Queries are SQLAlchemy Core statements: identifiers from the
   manifest are checked against the table's real columns, then quoted by the dialect; every
   value (filters, window bounds, id lists) is a bind parameter. On PostgreSQL the rows travel
-  through ``COPY (SELECT ...) TO STDOUT`` (measured about 8x faster than ``pandas.read_sql``);
-  COPY takes no server-side parameters, so psycopg merges the values client-side with the
-  quoting of ``psycopg.sql.Literal``. MySQL connections never allow several statements.
+  through ADBC (``adbc-driver-postgresql``), which sends the query with its parameters bound
+  server-side and receives the rows by binary COPY straight into Arrow. MySQL connections
+  never allow several statements.
 - **Nothing beside the evidence.** A SQLite file is opened with ``immutable=1`` (no ``-wal``,
   ``-shm`` or journal is created); one with a ``-wal`` or ``-journal`` beside it (a store being
   written, or not checkpointed) is copied with its sidecars into a temporary folder first, so
@@ -28,24 +28,21 @@ and epoch columns (SqliteSessionService's ``REAL``) seconds.
 
 from __future__ import annotations
 
-import csv
-import queue
+import re
 import shutil
 import sqlite3
 import tempfile
-import threading
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cached_property, partial
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal
 from urllib.parse import quote as percent_encode
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.csv as pa_csv
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
@@ -56,7 +53,6 @@ from incidentkit.errors import SchemaError, SourceError
 from incidentkit.manifest import Filters, SourceSpec, Window
 from incidentkit.redact import redact_url, scrub_text
 
-NULL_MARK = "\\N"
 READ_ONLY_OPTIONS = "-c default_transaction_read_only=on -c TimeZone=UTC"
 """PostgreSQL session settings of every kit connection; they follow (and so beat) the URL's."""
 TimeStorage = Literal["aware", "naive", "epoch_s"]
@@ -67,7 +63,6 @@ SQLITE_SIDECARS = ("-wal", "-journal", "-shm")
 """Files SQLite keeps beside a database; a ``-wal`` or ``-journal`` means unread writes."""
 _D = "[0-9]"
 _SQLITE_TIME_GLOB = f"{_D * 4}-{_D * 2}-{_D * 2} {_D * 2}:{_D * 2}:{_D * 2}.{_D * 6}"
-_COPY_NULL = "incidentkit_copy_null_mark"
 _MYSQL_MULTI_STATEMENTS = 1 << 16  # pymysql.constants.CLIENT.MULTI_STATEMENTS
 
 
@@ -121,6 +116,7 @@ def open_engine(
                 connect_args={"options": options},
                 poolclass=sa.pool.NullPool,
             )
+            _CONNINFO[engine] = _conninfo(engine, options)
         elif backend in ("mysql", "mariadb"):
             if parsed.drivername in ("mysql", "mariadb"):
                 parsed = parsed.set(drivername="mysql+pymysql")
@@ -530,9 +526,9 @@ def time_unknown(
 
 
 def read_frame(conn: Connection, statement: sa.Select[Any], *, what: str) -> pd.DataFrame:
-    """Run ``statement`` and return its rows; PostgreSQL rows come through COPY as text.
+    """Run ``statement`` and return its rows; PostgreSQL rows come through ADBC as text.
 
-    On PostgreSQL every value arrives as text (NULL as NaN), so callers parse JSON and
+    On PostgreSQL every value arrives as its text (NULL as NaN), so callers parse JSON and
     timestamps themselves; on other databases values arrive as the driver gives them.
     """
     [frame] = stream_frames(conn, statement, what=what, rows=None)  # one frame, always
@@ -545,216 +541,116 @@ def stream_frames(
     """:func:`read_frame` in frames of about ``rows`` rows each (None: one frame), each
     holding its own memory; at least one frame, empty when no row matches.
 
-    On PostgreSQL, COPY's rows are received in one thread and parsed by Arrow in another
-    while the caller works on the frames before (receiving waits on the server, parsing
-    leaves the GIL free): the connection stays busy until the frames are drawn, and a
-    stream left early cancels its query. Other databases give one frame.
+    On PostgreSQL the rows travel through ADBC (``adbc-driver-postgresql``: binary COPY into
+    Arrow, in C) on a connection of its own, opened with the same read-only settings in a
+    transaction that says ``SET TRANSACTION READ ONLY`` and is rolled back; every selected
+    value is cast to text in the query, so callers see what PostgreSQL's text output gives
+    (``bench_sql_read.py``). A stream left early closes that connection, which ends its query.
+    Other databases give one frame, through SQLAlchemy.
     """
-    copies = _copies(conn)
-    with _query_errors(what, copies=copies):
-        if not copies:
+    conninfo = _CONNINFO.get(conn.engine)
+    with _query_errors(what, arrow=conninfo is not None):
+        if conninfo is None:
             yield pd.read_sql(statement, conn, dtype=object)
             return
-        copy_sql, params = _copy_statement(conn, statement)
-        reader = _CopyReader(conn.connection.driver_connection, copy_sql, params)
-        try:
-            yield from _frames(reader, rows)
-        finally:
-            reader.close()
+        query, params = _arrow_statement(statement)
+        yield from _arrow_frames(conninfo, query, params, rows)
 
 
-def _frames(reader: _CopyReader, rows: int | None) -> Iterator[pd.DataFrame]:
-    """The reader's tables grouped into frames of about ``rows`` rows (None: one frame)."""
-    tables: list[pa.Table] = []
-    grouped, yielded = 0, False
-    while (table := reader.next_table()) is not None:
-        tables.append(table)
-        grouped += table.num_rows
-        progress.advance(table.num_rows)
-        if rows is not None and grouped >= rows:
-            yield pa.concat_tables(tables).to_pandas()
-            tables, grouped, yielded = [], 0, True
-    if tables:
-        yield pa.concat_tables(tables).to_pandas()
-    elif not yielded:
-        yield pd.DataFrame({name: pd.Series([], dtype=object) for name in reader.names})
+_CONNINFO: weakref.WeakKeyDictionary[Engine, str] = weakref.WeakKeyDictionary()
+"""The libpq connection string of each PostgreSQL engine, for its ADBC reads."""
 
 
-def _copies(conn: Connection) -> bool:
-    """Whether rows come through COPY (PostgreSQL through psycopg)."""
-    return conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg"
+def _conninfo(engine: Engine, options: str) -> str:
+    """``engine``'s connection parameters (as its psycopg dialect passes them) as a libpq
+    connection string, with the kit's session ``options``."""
+    from psycopg.conninfo import make_conninfo
+
+    _args, params = engine.dialect.create_connect_args(engine.url)
+    plain = {key: value for key, value in params.items() if isinstance(value, str | int)}
+    return make_conninfo("", **{**plain, "options": options})
+
+
+def _arrow_statement(statement: sa.Select[Any]) -> tuple[str, tuple[Any, ...]]:
+    """``statement`` with each selected column cast to text, in PostgreSQL's ``$n`` style,
+    and its bound values in that order."""
+    from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
+
+    as_text = [
+        sa.cast(col, sa.Text()).label(name) for name, col in statement.selected_columns.items()
+    ]
+    dialect = PGDialect_psycopg(paramstyle="numeric_dollar")  # type: ignore[no-untyped-call]
+    compiled = statement.with_only_columns(*as_text, maintain_column_froms=True).compile(
+        dialect=dialect, compile_kwargs={"render_postcompile": True}
+    )
+    params = compiled.params
+    return compiled.string, tuple(params[name] for name in compiled.positiontup or ())
+
+
+_BATCH_OPTION = "adbc.postgresql.batch_size_hint_bytes"
+_BATCH_BYTES = 4 << 20
+"""Bytes of rows ADBC gathers into one Arrow batch (its default, 16 MiB, makes a progress bar
+jump and frames of a few rows coarse); measured as fast in ``bench_sql_read.py``."""
+
+
+def _arrow_frames(
+    conninfo: str, query: str, params: tuple[Any, ...], rows: int | None
+) -> Iterator[pd.DataFrame]:
+    """The rows of ``query`` read by ADBC, grouped into frames of about ``rows`` rows."""
+    import adbc_driver_postgresql.dbapi as adbc
+
+    with adbc.connect(conninfo) as raw, raw.cursor() as cursor:
+        cursor.adbc_statement.set_options(**{_BATCH_OPTION: str(_BATCH_BYTES)})
+        cursor.execute("SET TRANSACTION READ ONLY")
+        cursor.execute(query, parameters=params)
+        reader = cursor.fetch_record_batch()
+        batches: list[pa.RecordBatch] = []
+        grouped, yielded = 0, False
+        for batch in reader:
+            batches.append(batch)
+            grouped += batch.num_rows
+            progress.advance(batch.num_rows)
+            if rows is not None and grouped >= rows:
+                yield pa.Table.from_batches(batches, reader.schema).to_pandas()
+                batches, grouped, yielded = [], 0, True
+        if batches:
+            yield pa.Table.from_batches(batches, reader.schema).to_pandas()
+        elif not yielded:
+            yield pd.DataFrame({name: pd.Series([], dtype=object) for name in reader.schema.names})
+        raw.rollback()
 
 
 @contextmanager
-def _query_errors(what: str, *, copies: bool) -> Iterator[None]:
-    """A failed query (the driver's error; with COPY, psycopg's or Arrow's on its CSV) as a
-    SourceError naming the source."""
+def _query_errors(what: str, *, arrow: bool) -> Iterator[None]:
+    """A failed query (the driver's error; through ADBC, the server's message it carries) as
+    a SourceError naming the source."""
     driver_errors: tuple[type[Exception], ...] = (SQLAlchemyError, pd.errors.DatabaseError)
-    if copies:
-        import psycopg
+    if arrow:
+        import adbc_driver_manager
 
-        driver_errors = (*driver_errors, psycopg.Error, pa.ArrowException)
+        driver_errors = (*driver_errors, adbc_driver_manager.Error, pa.ArrowException)
     try:
         yield
     except driver_errors as err:
         raise SourceError(
             f"{what}: query failed",
-            value=first_line(getattr(err, "orig", None) or err),
+            value=_server_message(err),
             fix="check the table and column names in the manifest, and that the database "
             "user may read them",
         ) from err
+
+
+_SERVER_ERROR = re.compile(r"ERROR:\s+(.+)")
+
+
+def _server_message(err: BaseException) -> str:
+    """The server's own message in a driver's error (ADBC wraps it in its own words), else
+    the error's first line; passwords masked either way."""
+    found = _SERVER_ERROR.search(str(err))
+    return scrub_text(found[1].strip()) if found else first_line(getattr(err, "orig", None) or err)
 
 
 def first_line(err: BaseException) -> str:
     """The first line of a driver's message, with any URL password masked."""
     lines = str(err).strip().splitlines()
     return scrub_text(lines[0] if lines else type(err).__name__)
-
-
-def _copy_statement(conn: Connection, statement: sa.Select[Any]) -> tuple[Any, dict[str, Any]]:
-    """``COPY (statement) TO STDOUT`` as CSV with a header, and its parameters."""
-    from psycopg import sql as psql
-
-    # SQLAlchemy quotes the identifiers and escapes every % outside its %(name)s binds;
-    # psycopg merges the binds client-side as sql.Literal does (COPY takes no parameters).
-    # The NULL mark is a bind too, so a merge always happens and %% is always unescaped.
-    compiled = statement.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
-    params = {**compiled.params, _COPY_NULL: NULL_MARK}
-    template = psql.SQL(f"COPY ({{}}) TO STDOUT (FORMAT csv, HEADER, NULL %({_COPY_NULL})s)")
-    return template.format(psql.SQL(compiled.string)), params
-
-
-_AHEAD = 4
-"""Blocks (and parsed tables) the reader's threads may hold ready beyond the next stage's."""
-_BLOCK = 4 << 20
-"""Bytes of COPY's rows parsed together by Arrow (at least; a block holds whole rows)."""
-_CANCEL_AFTER = 1.0
-"""Seconds a stopped reader may take to reach its next block before the query is cancelled."""
-_POLL = 0.05
-"""Seconds a reader thread waits on a full or empty queue before it looks whether to stop."""
-
-
-class _StoppedError(Exception):
-    """The caller stopped drawing tables: the reader's threads stop, the query is cancelled."""
-
-
-_Item = TypeVar("_Item")
-
-
-class _CopyReader:
-    """Runs one COPY on ``raw`` (a psycopg connection no one else uses meanwhile) in two
-    threads: one receives its rows and joins them into blocks of about :data:`_BLOCK` bytes
-    (each row is one COPY message, so a block holds whole rows), the other has Arrow parse
-    each block from memory. Receiving, parsing and the caller's work overlap
-    (``bench_sql_read.py``, 300k ledger rows: ``read_frame`` at 0.63-0.65 of raw COPY's
-    throughput, 0.60 with receiving and parsing in turn in one thread).
-
-    Arrow is never handed a Python file: its read-ahead threads would hold Python buffers
-    they may free only after the interpreter has stopped (an abort at exit, seen with
-    ``pyarrow.csv.open_csv`` on a file object). An error in either thread is raised in the
-    caller's, by :meth:`next_table`.
-    """
-
-    def __init__(self, raw: Any, copy_sql: Any, params: dict[str, Any]) -> None:
-        self._raw = raw
-        self.names: list[str] = []
-        self._blocks: queue.Queue[bytes | BaseException | None] = queue.Queue(_AHEAD)
-        self._tables: queue.Queue[pa.Table | BaseException | None] = queue.Queue(_AHEAD)
-        self._stopping = threading.Event()
-        self._named = threading.Event()  # the header is read: ``names`` holds the columns
-        self._threads = [
-            threading.Thread(target=target, name=f"incidentkit-copy-{name}", daemon=True)
-            for name, target in (
-                ("receive", partial(self._receive, copy_sql, params)),
-                ("parse", self._parse),
-            )
-        ]
-        for thread in self._threads:
-            thread.start()
-
-    def _receive(self, copy_sql: Any, params: dict[str, Any]) -> None:
-        try:
-            with self._raw.cursor() as cursor, cursor.copy(copy_sql, params) as copy:
-                messages = iter(copy)
-                header = next(messages, None)
-                if header is not None:
-                    self.names = next(csv.reader([bytes(header).decode("utf-8")]))
-                self._named.set()
-                parts: list[Any] = []
-                size = 0
-                for message in messages:
-                    parts.append(message)
-                    size += len(message)
-                    if size >= _BLOCK:
-                        self._put(self._blocks, b"".join(parts))
-                        parts, size = [], 0
-                if parts:
-                    self._put(self._blocks, b"".join(parts))
-            self._put(self._blocks, None)
-        except BaseException as err:  # noqa: BLE001 (raised in the caller's thread instead)
-            self._named.set()
-            self._put(self._blocks, err)
-
-    def _parse(self) -> None:
-        try:
-            self._named.wait()
-            parse, convert = _csv_options(self.names)
-            while isinstance(block := self._get(self._blocks), bytes):
-                # One parse block for all of it: a row longer than Arrow's block is an error
-                # when values may hold newlines, and one row of a database may be huge.
-                read = pa_csv.ReadOptions(
-                    column_names=self.names, block_size=len(block) + 1, use_threads=False
-                )
-                source = cast(Any, pa.BufferReader(block))  # the stubs take paths only
-                self._put(self._tables, pa_csv.read_csv(source, read, parse, convert))
-            self._put(self._tables, block)  # the end, or the receiver's error
-        except BaseException as err:  # noqa: BLE001 (raised in the caller's thread instead)
-            self._put(self._tables, err)
-
-    def _put(self, into: queue.Queue[_Item], item: _Item) -> None:
-        while not self._stopping.is_set():
-            with suppress(queue.Full):
-                into.put(item, timeout=_POLL)
-                return
-        if isinstance(item, bytes | pa.Table):
-            raise _StoppedError  # out of the COPY, which psycopg then cancels
-
-    def _get(self, source: queue.Queue[_Item]) -> _Item | None:
-        while not self._stopping.is_set():
-            with suppress(queue.Empty):
-                return source.get(timeout=_POLL)
-        return None
-
-    def next_table(self) -> pa.Table | None:
-        """The next block's table, None after the last; an error of the reader, raised."""
-        item = self._tables.get()
-        if isinstance(item, BaseException):
-            raise item
-        return item
-
-    def close(self) -> None:
-        """Stop the reader's threads (if they still run) and wait for them: the connection is
-        free again on return. A receiver still waiting for the server has the query
-        cancelled."""
-        self._stopping.set()
-        receiver, parser = self._threads
-        receiver.join(_CANCEL_AFTER)
-        if receiver.is_alive():
-            with suppress(Exception):  # best effort: the query may have ended meanwhile
-                self._raw.cancel_safe()
-            receiver.join()
-        parser.join()
-
-
-def _csv_options(names: list[str]) -> tuple[pa_csv.ParseOptions, pa_csv.ConvertOptions]:
-    """How COPY's CSV is parsed: every column text. Only an unquoted NULL mark is null: a text
-    equal to it comes quoted and stays text; an empty field is the empty text."""
-    return (
-        pa_csv.ParseOptions(newlines_in_values=True),
-        pa_csv.ConvertOptions(
-            column_types=dict.fromkeys(names, pa.string()),
-            null_values=[NULL_MARK],
-            strings_can_be_null=True,
-            quoted_strings_can_be_null=False,
-        ),
-    )
