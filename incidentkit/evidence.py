@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -13,9 +12,10 @@ import pandas as pd
 
 from incidentkit import cache, progress
 from incidentkit.frames import empty, spec_of
-from incidentkit.manifest import PARQUET, Filters, Manifest, SourceSpec, Window, load_manifest
+from incidentkit.manifest import Filters, Manifest, SourceSpec, Window, load_manifest
 from incidentkit.sources.base import Loaded, concat_rejects
 from incidentkit.sources.parquet import SECTION_FRAMES, narrowed
+from incidentkit.sources.registry import loader_for
 
 FRAME_SOURCES: Mapping[str, str] = {
     "runs": "ledger",
@@ -36,17 +36,6 @@ FRAME_SOURCES: Mapping[str, str] = {
     "jfr_locks": "jfr",
 }
 """Which manifest section produces each canonical frame."""
-
-Loader = Callable[..., Loaded]
-
-
-def loader_for(section: str, fmt: str | None = None) -> Loader:
-    """The ``load(spec, filters, *, environ)`` function of a manifest section (a snapshot's
-    ``parquet`` sections all read through :mod:`incidentkit.sources.parquet`)."""
-    name = "parquet" if fmt == PARQUET else section
-    module = importlib.import_module(f"incidentkit.sources.{name}")
-    load: Loader = module.load
-    return load
 
 
 class Evidence:

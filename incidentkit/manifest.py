@@ -17,7 +17,6 @@ from __future__ import annotations
 import difflib
 import json
 import os
-import re
 import tomllib
 import zoneinfo
 from collections.abc import Iterable, Mapping
@@ -31,7 +30,7 @@ from sqlalchemy.exc import ArgumentError
 
 from incidentkit.errors import ManifestError, ParameterError
 from incidentkit.redact import env_value_secrets, has_query_secret, redact_url, remember_env_value
-from incidentkit.times import utc_timestamp
+from incidentkit.times import parse_duration, utc_timestamp
 
 MANIFEST_NAME = "evidence.toml"
 SECTIONS = (
@@ -452,13 +451,14 @@ def _parse_window(raw: Any) -> Window | None:
 def _relative_window(last: Any) -> Window:
     """``window = { last = "2h" }``: the ``last`` before the run's as_of (:data:`AS_OF_ENV`),
     else before now."""
-    length = parse_duration(last)
-    if length is None:
-        raise ManifestError(
-            "window last must be a positive duration",
-            value=last,
-            fix='write window = { last = "2h" } (or "30min", "90s", "1d", "1h30min")',
+    try:
+        length = parse_duration(
+            last,
+            problem="window last must be a positive duration",
+            fix='write window = { last = "2h" } (or "30m", "90s", "1d", "1h30m")',
         )
+    except ParameterError as err:
+        raise ManifestError(err.problem, value=err.value, fix=err.fix) from err
     anchor = os.environ.get(AS_OF_ENV, "").strip()
     if not anchor:  # up to now, rounded up: nothing stored so far is cut
         return Window.before(pd.Timestamp.now(tz="UTC").ceil("s"), length)
@@ -466,20 +466,6 @@ def _relative_window(last: Any) -> Window:
         return Window.before(utc_timestamp(anchor, what=AS_OF_ENV), length)
     except ParameterError as err:
         raise ManifestError(err.problem, value=err.value, fix=err.fix) from err
-
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(w|d|h|min|s)")
-_DURATION_SECONDS = {"w": 604800, "d": 86400, "h": 3600, "min": 60, "s": 1}
-
-
-def parse_duration(text: Any) -> pd.Timedelta | None:
-    """A positive duration such as ``"2h"``, ``"30min"``, ``"1d"`` or ``"1h30min"``, else None."""
-    if not isinstance(text, str) or not re.fullmatch(
-        f"(?:\\s*{_DURATION_PART.pattern})+\\s*", text
-    ):
-        return None
-    seconds = sum(float(n) * _DURATION_SECONDS[unit] for n, unit in _DURATION_PART.findall(text))
-    return pd.Timedelta(seconds=seconds) if seconds > 0 else None
 
 
 def _toml_time(value: Any) -> Any:

@@ -17,9 +17,9 @@ import pandas as pd
 from incidentkit.errors import ParameterError
 from incidentkit.findings import Finding, Severity, iso_text
 from incidentkit.flows import common as flows_common
-from incidentkit.manifest import Manifest, Window, parse_duration
+from incidentkit.manifest import Manifest, Window
 from incidentkit.outputs import exclusive
-from incidentkit.times import utc_timestamp
+from incidentkit.times import parse_duration, utc_timestamp
 
 STAMP = "%Y-%m-%dT%H%M%SZ"
 """The name of a ``--timestamped`` run's folder: its as_of (else its start) in UTC."""
@@ -44,27 +44,14 @@ def parse_as_of(text: str | None) -> pd.Timestamp | None:
 
 
 def parse_stale_after(text: str | None) -> pd.Timedelta | None:
-    """``--stale-after``: a duration such as ``2h`` or ``30min``; None when not given."""
+    """``--stale-after``: a duration such as ``2h`` or ``30m``; None when not given."""
     if text is None:
         return None
-    length = parse_duration(text)
-    if length is None:
-        raise ParameterError(
-            "--stale-after must be a positive duration",
-            value=text,
-            fix="give e.g. --stale-after 2h (or 30min, 90s, 1d)",
-        )
-    return length
-
-
-def run_as_of(given: pd.Timestamp | None, manifest: Manifest) -> pd.Timestamp | None:
-    """The moment a run judges: the one given, else now when the manifest's window is
-    relative (``window = { last = "2h" }`` ends at the run's as_of), else None (each flow
-    takes its window's end)."""
-    if given is not None:
-        return given
-    window = manifest.filters.window
-    return now() if window is not None and window.last is not None else None
+    return parse_duration(
+        text,
+        problem="--stale-after must be a positive duration",
+        fix="give e.g. --stale-after 2h (or 30m, 90s, 1d)",
+    )
 
 
 def run_window(manifest: Manifest, as_of: pd.Timestamp | None) -> Window | None:

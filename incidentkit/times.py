@@ -2,13 +2,15 @@
 
 ``parse_utc`` reads a column row by row tolerant (the reasons become rejects), ``to_utc`` reads
 a column strictly, ``utc_timestamp`` reads one parameter. Naive times are refused unless the
-source is declared to store UTC without an offset.
+source is declared to store UTC without an offset. ``parse_duration`` reads every length of
+time the kit is given (``--stale-after``, ``window = { last }``, ``-p baseline``, ``-p bucket``).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, cast
+from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Any, Final, cast
 
 import numpy as np
 import pandas as pd
@@ -195,3 +197,34 @@ def utc_timestamp(value: Any, *, what: str) -> pd.Timestamp:
     raise ParameterError(
         f"{what} is not a timestamp", value=value, fix="write it like 2026-11-29T03:10:00Z"
     )
+
+
+NS_PER_UNIT: Final[dict[str, int]] = {
+    **dict.fromkeys(("w", "week", "weeks"), 604_800 * 10**9),
+    **dict.fromkeys(("d", "day", "days"), 86_400 * 10**9),
+    **dict.fromkeys(("h", "hr", "hour", "hours"), 3_600 * 10**9),
+    **dict.fromkeys(("m", "min", "minute", "minutes"), 60 * 10**9),
+    **dict.fromkeys(("s", "sec", "second", "seconds"), 10**9),
+    "ms": 10**6,
+}
+"""The units of a duration (lower case) in nanoseconds; ``m`` is a minute, never a month."""
+_DURATION_PART = re.compile(
+    r"(\d+(?:\.\d+)?)\s*(" + "|".join(sorted(NS_PER_UNIT, key=len, reverse=True)) + r")\s*"
+)
+_DURATION = re.compile(rf"\s*(?:{_DURATION_PART.pattern})+")
+
+
+def parse_duration(text: object, *, problem: str, fix: str) -> pd.Timedelta:
+    """A positive length of time written as numbers with units, added up: ``90s``, ``30m`` (or
+    ``30min``), ``2h``, ``7d``, ``1w``, ``1h30m``, ``1.5h``, ``2 hours``, ``500ms``
+    (:data:`NS_PER_UNIT`). Anything else (a bare number, a negative or zero length, a month,
+    one longer than pandas holds) raises :class:`ParameterError` with ``problem``, the value
+    and ``fix``."""
+    if isinstance(text, str) and _DURATION.fullmatch(text):
+        exact = sum(
+            Decimal(number) * NS_PER_UNIT[unit] for number, unit in _DURATION_PART.findall(text)
+        )
+        nanoseconds = int(Decimal(exact).to_integral_value(ROUND_HALF_EVEN))
+        if 0 < nanoseconds <= pd.Timedelta.max.value:
+            return pd.Timedelta(nanoseconds, unit="ns")
+    raise ParameterError(problem, value=text, fix=fix)

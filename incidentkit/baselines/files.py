@@ -117,11 +117,6 @@ def _text(doc: str, *keys: str) -> str:
     return "COALESCE(" + ", ".join(f"json_extract_string({doc}, '$.{k}')" for k in keys) + ")"
 
 
-def _has_key(text: str, *keys: str) -> str:
-    """Whether the JSON ``text`` holds one of ``keys`` as a key (``"key":``)."""
-    return "(" + " OR ".join(f"{text} LIKE '%\"{key}\":%'" for key in keys) + ")"
-
-
 def _events_sql(
     spec: SourceSpec, filters: Filters, marked: Sequence[str] = ()
 ) -> tuple[str, dict[str, Any]]:

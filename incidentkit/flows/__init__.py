@@ -1,88 +1,44 @@
-"""The triage flows: one folder each, one registry entry each, one notebook each.
+"""The triage flows: one folder each, one registry line each, one notebook each.
 
-A flow folder holds its pure triage, its findings, its plots and the steps its notebook's
-cells call (``incidentkit/flows/<name>/``); :data:`FLOWS` is what the runner, the CLI,
-``incidentkit new``, the docs and the tests read. ``docs/adding-a-flow.md`` says how to add one.
-Nothing here imports a flow's code: a flow's modules load when its notebook runs.
+A flow folder holds its pure triage, its findings, its plots, the steps its notebook's cells
+call, and ``flow.py``: the :class:`~incidentkit.flows.plugin.Flow` that tells the rest of the
+kit what the flow is (its notebook, the sections it reads, what it withholds on lossy
+evidence). :data:`FLOWS` collects them; the runner, the CLI, ``incidentkit new``, ``run all``,
+the evidence limits, the docs and the tests read it. ``docs/adding-a-flow.md`` says how to add
+one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+from incidentkit.flows.plugin import EvidenceLimits, Flow
+
+__all__ = ["FLOWS", "EvidenceLimits", "Flow", "register"]
+
+_FLOWS: dict[str, Flow] = {}
+FLOWS: Mapping[str, Flow] = _FLOWS
+"""Every flow, by name, in the order ``run all`` and the docs list them. A flow's own modules
+read their declaration from their ``flow.py``, never from here while it fills."""
 
 
-@dataclass(frozen=True)
-class Flow:
-    """One triage flow as the runner and the CLI know it."""
-
-    name: str
-    notebook: str
-    """The notebook's file name in ``notebooks/`` (shipped in the wheel too)."""
-    summary: str
-    sections: tuple[str, ...]
-    """The manifest sections it reads: only their rejects make its evidence incomplete."""
-    profile_keys: tuple[str, ...]
-    """The ``[apps.<name>]`` keys of the manifest it reads."""
-    required: tuple[str, ...] = ()
-    """Parameters it cannot run without (nothing in the evidence can stand in for them)."""
+def register(flow: Flow) -> Flow:
+    """Add ``flow`` to :data:`FLOWS` (a flow of the same name is replaced); returns it."""
+    _FLOWS[flow.name] = flow
+    return flow
 
 
-FLOWS: Mapping[str, Flow] = {
-    "orphans": Flow(
-        name="orphans",
-        notebook="orphans.ipynb",
-        summary="classify runs orphaned by a crash and say what to do with each",
-        sections=("ledger", "events", "journal"),
-        profile_keys=("terminal_agent", "key_templates", "attempts_cap"),
-    ),
-    "latency_cliff": Flow(
-        name="latency_cliff",
-        notebook="latency_cliff.ipynb",
-        summary="find when latency fell off a cliff, which invocations hang on what, which "
-        "threads are stuck, and the fix",
-        sections=("diagnostics", "spans", "ledger", "events", "threads", "jfr"),
-        profile_keys=("client_timeout_s",),
-    ),
-    "runaway": Flow(
-        name="runaway",
-        notebook="runaway.ipynb",
-        summary="count model calls per invocation, find the invocations that hit maxLlmCalls "
-        "and the loops that burned them, and set the limit from data",
-        sections=("diagnostics", "spans", "ledger", "events"),
-        profile_keys=("max_llm_calls", "loop_exit_keys"),
-    ),
-    "vanished_state": Flow(
-        name="vanished_state",
-        notebook="vanished_state.ipynb",
-        summary="say why a session forgot a state key: temp:, never durable, overwritten, "
-        "raced, removed or present, with the writes that prove it",
-        sections=("events", "ledger"),
-        profile_keys=(),
-        required=("session_id",),
-    ),
-    "session": Flow(
-        name="session",
-        notebook="session.ipynb",
-        summary="dump one session event by event, list the errors that vanish, and draw the "
-        "session's swimlane",
-        sections=("events", "ledger", "diagnostics", "spans", "journal"),
-        profile_keys=(),
-        required=("session_id",),
-    ),
-    "overview": Flow(
-        name="overview",
-        notebook="overview.ipynb",
-        summary="the triage card: every flow's cheap check on every app, ordered by the "
-        "reported symptom, each line with the flow to open next",
-        sections=(
-            *("ledger", "events", "journal", "spans", "diagnostics"),
-            *("threads", "histograms", "jfr"),
-        ),
-        profile_keys=(
-            *("client_timeout_s", "max_llm_calls", "loop_exit_keys"),
-            *("terminal_agent", "key_templates", "attempts_cap"),
-        ),
-    ),
-}
-"""Every flow, by name."""
+def _declared() -> tuple[Flow, ...]:
+    """The kit's flows, one line each (imported here: a flow's package imports this one)."""
+    from incidentkit.flows.latency_cliff.flow import FLOW as LATENCY_CLIFF
+    from incidentkit.flows.orphans.flow import FLOW as ORPHANS
+    from incidentkit.flows.overview.flow import FLOW as OVERVIEW
+    from incidentkit.flows.runaway.flow import FLOW as RUNAWAY
+    from incidentkit.flows.session.flow import FLOW as SESSION
+    from incidentkit.flows.vanished_state.flow import FLOW as VANISHED_STATE
+
+    return (ORPHANS, LATENCY_CLIFF, RUNAWAY, VANISHED_STATE, SESSION, OVERVIEW)
+
+
+for _flow in _declared():
+    register(_flow)

@@ -17,7 +17,7 @@ from incidentkit.findings import iso_text
 from incidentkit.flows import FLOWS
 from incidentkit.frames import empty
 from incidentkit.manifest import Window, run_as_of_from, run_stale_after
-from incidentkit.times import utc_timestamp
+from incidentkit.times import parse_duration, utc_timestamp
 
 
 def begin(
@@ -188,12 +188,7 @@ def baseline_window(text: Any, as_of: pd.Timestamp) -> Window | None:
         if end <= start:
             raise ParameterError("baseline ends before it starts", value=raw, fix=fix)
         return Window(start, end)
-    try:
-        span: pd.Timedelta | None = pd.Timedelta(raw)
-    except ValueError:
-        span = None
-    if span is None or pd.isna(span) or span <= pd.Timedelta(0):
-        raise ParameterError("baseline is not a duration or a START/END window", value=raw, fix=fix)
+    span = parse_duration(raw, problem="baseline is not a duration or a START/END window", fix=fix)
     return Window(as_of - span, as_of + pd.Timedelta(microseconds=1))
 
 

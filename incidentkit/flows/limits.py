@@ -17,82 +17,26 @@ were logged as ``[REDACTED]``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 
 import pandas as pd
 
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Finding, Findings, Severity, Verdict, verdict_of
+from incidentkit.flows import FLOWS, EvidenceLimits
 from incidentkit.frames import rejects_frame
 from incidentkit.sources import bigquery_analytics, events, firestore
 
-WITHHELD: Mapping[str, tuple[str, tuple[str, ...]]] = {
-    "orphans": (
-        "no orphan classes: an orphan's class comes from the events of its invocation, and "
-        "these events name none; crash loops, leases and duplicate effects (ledger and "
-        "journal) still stand",
-        (
-            "orphans/not-started",
-            "orphans/model-inflight",
-            "orphans/tool-unanswered",
-            "orphans/paused",
-            "orphans/waiting",
-            "orphans/actually-done",
-            "orphans/unknown",
-            "orphans/status-disagreements",
-            "orphans/call-id-journal",
-        ),
-    ),
-    "latency_cliff": (
-        "no last-event shape of an open invocation: its events cannot be found without "
-        "invocation ids; open invocations, the cliff and stuck threads (ledger, spans, dumps) "
-        "still stand",
-        ("latency_cliff/open-by-last-event",),
-    ),
-    "runaway": (
-        "no model calls counted from the events (no invocation ids) and no loop exits (no "
-        "state deltas or escalations): counts come from the ledger and spans only",
-        ("runaway/loops",),
-    ),
-    "vanished_state": (
-        "no state verdicts: without state deltas the kit cannot say which write set, "
-        "overwrote or lost a key, so the per-key verdicts and the replay are withheld; the "
-        "stored state is shown as it is, and overlapping invocations come from the ledger",
-        ("vanished_state/keys", "vanished_state/replayed-state"),
-    ),
-    "session": (
-        "no invocation boundaries in the events, no state deltas and no error codes: the "
-        "transcript, the calls by name and the error responses are shown; overlapping "
-        "invocations come from the ledger",
-        (),
-    ),
-    "overview": (
-        "no more than its card lines can: those for orphans and overlaps are only as good "
-        "as the invocation ids these events lack, so open those flows for what they still tell",
-        (),
-    ),
-}
-"""Per flow: what it withholds on Firestore evidence, and the item ids that would rest on it."""
 
-WITHHELD_COUNTS: Mapping[str, tuple[str, ...]] = {
-    "orphans": ("orphans", "unanswered_calls", "calls", "status_disagreements"),
-    "runaway": ("loops",),
-    "vanished_state": (
-        *("temp_prefix", "never_durable", "overwritten", "raced", "removed", "present"),
-        *("rewound", "replay_differences"),
-    ),
-    "session": (
-        *("invocations", "error_code_events"),
-        *("compactions", "rewinds", "checkpoints", "rewound_events"),
-    ),
-}
-"""Per flow: summary counters resting on the same facts (a name also covers ``name.*``); they
-are left out of the summary rather than shown as counts the evidence cannot give."""
+def _limits(flow: str) -> EvidenceLimits:
+    """What ``flow`` declares of lossy evidence (a flow the registry lacks: the defaults)."""
+    found = FLOWS.get(flow)
+    return found.limits if found is not None else EvidenceLimits()
 
 
 def _withheld_count(flow: str, name: str) -> bool:
-    return any(name == key or name.startswith(key + ".") for key in WITHHELD_COUNTS.get(flow, ()))
+    counts = _limits(flow).withheld_counts
+    return any(name == key or name.startswith(key + ".") for key in counts)
 
 
 def is_lossy(evidence: Evidence) -> bool:
@@ -112,7 +56,7 @@ def note(evidence: Evidence, flow: str) -> str | None:
     """The line a flow's notes open with on lossy events (None when the events are whole)."""
     if not is_lossy(evidence):
         return None
-    return f"{_LOSSY}. This flow gives {WITHHELD[flow][0]}."
+    return f"{_LOSSY}. This flow gives {_limits(flow).withheld}."
 
 
 def with_limits(findings: Findings, evidence: Evidence) -> Findings:
@@ -125,7 +69,8 @@ def with_limits(findings: Findings, evidence: Evidence) -> Findings:
     if not is_lossy(evidence):
         return findings
     flow = findings.flow
-    withheld, ids = WITHHELD.get(flow, ("", ()))
+    declared = _limits(flow)
+    withheld, ids = declared.withheld, declared.withheld_items
     dropped = [item for item in findings.items if item.id in ids]
     kept = [item for item in findings.items if item.id not in ids]
     rows = tuple({"limit": limit, "source": firestore.FORMAT} for limit in firestore.LIMITS)
@@ -151,32 +96,6 @@ def with_limits(findings: Findings, evidence: Evidence) -> Findings:
 
 
 # -- the BigQuery Agent Analytics table ------------------------------------------------------------
-
-TABLE_MEANS: Mapping[str, str] = {
-    "orphans": "an invocation with no INVOCATION_COMPLETED may be one whose rows the plugin "
-    "dropped, not a run that died; calls pair with answers by name and order",
-    "latency_cliff": "an invocation with no INVOCATION_COMPLETED is open, or its rows were "
-    "dropped by the plugin; run times are the plugin's latency_ms",
-    "runaway": "model calls are the finished LLM_RESPONSE rows; the call a limit refused is an "
-    "LLM_REQUEST with no response, and not counted",
-    "vanished_state": "keys logged as [REDACTED] get no verdict; a user message's delta is read "
-    "from the session state logged around it, and deltas of dropped rows are lost",
-    "session": "the transcript is the rows' text, cut where the plugin truncated it; compaction "
-    "and rewind events are not in the table",
-    "overview": "its card lines rest on the rows the plugin did not drop",
-}
-"""Per flow: what the table's limits mean for it."""
-
-TABLE_LIMITS: Mapping[str, tuple[str, ...]] = {
-    "orphans": ("dropped", "call_ids"),
-    "latency_cliff": ("dropped",),
-    "runaway": ("dropped",),
-    "vanished_state": ("redacted", "user_delta", "dropped"),
-    "session": ("redacted", "dropped", "truncated", "markers"),
-    "overview": ("dropped", "redacted"),
-}
-"""Per flow: the limits (:data:`incidentkit.sources.bigquery_analytics.LIMITS`) its title
-says when they show in the evidence."""
 
 
 def is_analytics(evidence: Evidence) -> bool:
@@ -216,12 +135,13 @@ def with_table_limits(findings: Findings, evidence: Evidence) -> Findings:
             if row.get("key") in hidden
         }
     )
-    relevant = TABLE_LIMITS.get(flow, tuple(found))
+    declared = _limits(flow)
+    relevant = tuple(found) if declared.table_limits is None else declared.table_limits
     shown = [str(found[name]["here"]) for name in relevant if found[name]["here"]]
     title = "The events come from the BigQuery Agent Analytics table: " + (
         "; ".join(shown) if shown else "nothing it hides or loses shows here"
     )
-    means = TABLE_MEANS.get(flow, "read its findings beside these limits")
+    means = declared.table_means
     detail = f"For this flow: {means}." + (
         f" No verdict on {', '.join(withheld)}: logged as [REDACTED]." if withheld else ""
     )

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from conftest import read_run
 
+from incidentkit.flows import FLOWS as DECLARED
 from incidentkit.flows import latency_cliff, orphans, overview, runaway, session, vanished_state
-from incidentkit.flows.limits import WITHHELD, WITHHELD_COUNTS
 from incidentkit.simulate import simulate
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -112,12 +112,13 @@ def test_every_flow_on_a_firestore_export_says_what_it_cannot_tell(flow: str) ->
     assert first["id"] == f"{flow}/evidence-limits"
     assert findings["verdict"] == "INCOMPLETE_EVIDENCE"
     assert "Firestore export" in first["title"] and first["count"] == 4
-    withheld = set(WITHHELD[flow][1])
+    limits = DECLARED[flow].limits
+    withheld = set(limits.withheld_items)
     assert not withheld & {item["id"] for item in findings["items"]}
-    counts = set(WITHHELD_COUNTS.get(flow, ()))
+    counts = set(limits.withheld_counts)
     assert not {k for k in findings["summary"] if k.split(".")[0] in counts}
     assert "rejects" in findings["summary"]
-    assert WITHHELD[flow][0] in first["detail"]
+    assert limits.withheld in first["detail"]
 
 
 def test_the_firestore_notebook_shows_the_limits_first(tmp_path: Path) -> None:

@@ -1,19 +1,27 @@
-"""Skip a test with a clear reason while a source loader has not landed yet."""
+"""Fail a test, naming the module, when a loader it reads through is missing: a test that
+skipped instead would hide a regrouped ``sources/`` (and every check that needs its loaders)."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
+
+from incidentkit.sources.registry import LOADERS
 
 SECTIONS = ("ledger", "events", "journal", "spans", "diagnostics", "threads")
 
 
 def require_loaders(*sections: str) -> None:
-    missing = [
-        s
-        for s in (sections or SECTIONS)
-        if importlib.util.find_spec(f"incidentkit.sources.{s}") is None
-    ]
+    """Fail unless every section named (default: those the simulator writes) has a loader the
+    registry can import."""
+    missing: list[str] = []
+    for section in sections or SECTIONS:
+        where = LOADERS.get(section)
+        if where is None:
+            missing.append(f"{section} (no loader registered in incidentkit.sources.registry)")
+            continue
+        try:
+            where.resolve()
+        except (ImportError, AttributeError) as err:
+            missing.append(f"{section}: {where.module}.{where.function} ({err})")
     if missing:
-        pytest.skip(f"loaders not there yet: incidentkit.sources.{{{','.join(missing)}}}")
+        pytest.fail(f"loaders missing: {'; '.join(missing)}")

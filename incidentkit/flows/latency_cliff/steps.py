@@ -13,7 +13,6 @@ from incidentkit import baselines
 from incidentkit.errors import IncidentkitError, ParameterError
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
-from incidentkit.flows import FLOWS
 from incidentkit.flows.common import (
     Frames,
     Settings,
@@ -28,6 +27,7 @@ from incidentkit.flows.common import (
 from incidentkit.flows.common import setting as profile_setting
 from incidentkit.flows.latency_cliff.baseline import LatencyBaseline, from_values, summarised
 from incidentkit.flows.latency_cliff.findings import latency_findings
+from incidentkit.flows.latency_cliff.flow import FLOW as DECLARED
 from incidentkit.flows.latency_cliff.latency import empty_latency
 from incidentkit.flows.latency_cliff.triage import (
     LatencyReport,
@@ -38,26 +38,21 @@ from incidentkit.flows.latency_cliff.triage import (
 )
 from incidentkit.flows.limits import with_limits
 from incidentkit.manifest import Window
+from incidentkit.times import parse_duration
 
 FLOW = "latency_cliff"
-SECTIONS = tuple(dict.fromkeys((*FLOWS[FLOW].sections, "jfr")))
+SECTIONS = tuple(dict.fromkeys((*DECLARED.sections, "jfr")))
 """The sections whose rejects make the verdict incomplete (a JFR recording among them)."""
 DEFAULT_TIMEOUT_S = 60
 DEFAULT_BUCKET = "1min"
 
 
 def _bucket(text: Any) -> pd.Timedelta:
-    try:
-        bucket: pd.Timedelta | None = pd.Timedelta(str(text))
-    except ValueError:
-        bucket = None
-    if bucket is None or pd.isna(bucket) or bucket <= pd.Timedelta(0):
-        raise ParameterError(
-            "bucket is not a positive duration",
-            value=text,
-            fix='give a pandas duration such as "1min", "30s" or "5min"',
-        )
-    return bucket
+    return parse_duration(
+        str(text),
+        problem="bucket is not a positive duration",
+        fix='give a duration such as "1m", "30s" or "5m"',
+    )
 
 
 def _timeout(value: Any) -> float:

@@ -17,7 +17,6 @@ import pandas as pd
 from incidentkit.errors import IncidentkitError
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
-from incidentkit.flows import FLOWS
 from incidentkit.flows.common import (
     Settings,
     begin,
@@ -29,13 +28,14 @@ from incidentkit.flows.common import (
 from incidentkit.flows.limits import with_limits
 from incidentkit.flows.orphans.actions import by_urgency, most_urgent_run
 from incidentkit.flows.orphans.findings import orphan_findings
+from incidentkit.flows.orphans.flow import FLOW as DECLARED
 from incidentkit.flows.orphans.triage import OrphanReport, classify_orphans
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 FLOW = "orphans"
-SECTIONS = FLOWS[FLOW].sections
+SECTIONS = DECLARED.sections
 """The sources the orphan flow reads; only their rejects make its evidence incomplete."""
 
 

@@ -31,12 +31,13 @@ from incidentkit.flows.common import setting as profile_setting
 from incidentkit.flows.limits import with_limits
 from incidentkit.flows.overview.card import SYMPTOMS, Profile, ordered
 from incidentkit.flows.overview.findings import overview_findings
+from incidentkit.flows.overview.flow import FLOW as DECLARED
 from incidentkit.flows.overview.triage import OverviewReport, read_summary, triage_overview
 from incidentkit.frames import FRAMES
 from incidentkit.manifest import did_you_mean
 
 FLOW = "overview"
-SECTIONS = tuple(dict.fromkeys((*FLOWS[FLOW].sections, "jfr")))
+SECTIONS = tuple(dict.fromkeys((*DECLARED.sections, "jfr")))
 """The sections whose rejects make the verdict incomplete (a JFR recording among them)."""
 READS = (
     *("runs", "events", "calls", "responses", "state_writes", "session_state", "journal"),

@@ -13,7 +13,6 @@ from incidentkit import baselines
 from incidentkit.errors import ParameterError
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
-from incidentkit.flows import FLOWS
 from incidentkit.flows.common import (
     Settings,
     baseline_window,
@@ -27,11 +26,12 @@ from incidentkit.flows.common import (
 from incidentkit.flows.common import setting as profile_setting
 from incidentkit.flows.limits import with_limits
 from incidentkit.flows.runaway.findings import runaway_findings
+from incidentkit.flows.runaway.flow import FLOW as DECLARED
 from incidentkit.flows.runaway.signatures import MIN_REPEATS
 from incidentkit.flows.runaway.triage import RunawayReport, rebased, triage_runaway
 
 FLOW = "runaway"
-SECTIONS = FLOWS[FLOW].sections
+SECTIONS = DECLARED.sections
 
 
 def _whole(name: str, value: Any, *, least: int, example: str) -> int:

@@ -9,11 +9,12 @@ from typing import Any
 
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
-from incidentkit.flows import FLOWS, limits
+from incidentkit.flows import limits
 from incidentkit.flows._session import history, incident_window, open_session
 from incidentkit.flows.common import Settings, findings_context, frames_of, notes_view
 from incidentkit.flows.limits import with_limits
 from incidentkit.flows.session.findings import session_findings
+from incidentkit.flows.session.flow import FLOW as DECLARED
 from incidentkit.flows.session.swimlane import plot_session
 from incidentkit.flows.session.triage import SessionReport, triage_session
 from incidentkit.flows.vanished_state.state import SessionRef
@@ -21,7 +22,7 @@ from incidentkit.manifest import Window
 from incidentkit.plotting import Picture, show
 
 FLOW = "session"
-SECTIONS = FLOWS[FLOW].sections
+SECTIONS = DECLARED.sections
 READS = ("runs", "events", "calls", "responses", "state_writes", "spans", "diagnostics", "journal")
 """The frames the flow reads."""
 

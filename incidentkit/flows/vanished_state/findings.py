@@ -37,12 +37,6 @@ TITLE_ORDER = (
 """The order a title names keys in: the four causes first, the controls last."""
 
 
-def key_text(row: Mapping[Any, Any]) -> str:
-    """One key's verdict in a few words: ``loyalty_tier NEVER_DURABLE (direct_mutation)``."""
-    cause = row["cause"]
-    return f"{row['key']} {row['verdict']}" + (f" ({cause})" if isinstance(cause, str) else "")
-
-
 SHOWN_KEYS = 4
 """Keys a title names with their proof; the rest are counted."""
 

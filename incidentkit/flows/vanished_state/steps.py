@@ -13,15 +13,16 @@ import pandas as pd
 from incidentkit.errors import ParameterError
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
-from incidentkit.flows import FLOWS, limits
+from incidentkit.flows import limits
 from incidentkit.flows._session import history, incident_window, open_session
 from incidentkit.flows.common import Settings, findings_context, frames_of, notes_view
 from incidentkit.flows.limits import with_limits
 from incidentkit.flows.vanished_state.findings import vanished_state_findings
+from incidentkit.flows.vanished_state.flow import FLOW as DECLARED
 from incidentkit.flows.vanished_state.triage import VanishedReport, triage_vanished_state
 
 FLOW = "vanished_state"
-SECTIONS = FLOWS[FLOW].sections
+SECTIONS = DECLARED.sections
 READS = ("runs", "events", "responses", "state_writes", "session_state")
 """The frames the flow reads."""
 

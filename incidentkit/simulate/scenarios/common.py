@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from incidentkit.simulate.model import LedgerRow, iso
+from incidentkit.simulate.model import LedgerRow
 from incidentkit.simulate.traffic import TERMINAL_AGENTS
 from incidentkit.simulate.truth import percentile
 from incidentkit.simulate.world import RunStat
@@ -57,7 +57,3 @@ def terminal_agents() -> dict[str, Any]:
         "terminal_agents": sorted({a for agents in per_app.values() for a in agents}),
         "terminal_agents_per_app": per_app,
     }
-
-
-def window_dict(start: int, end: int) -> dict[str, str]:
-    return {"start": iso(start), "end": iso(end)}

@@ -1,0 +1,27 @@
+"""The latency_cliff flow, as the rest of the kit knows it."""
+
+from __future__ import annotations
+
+from incidentkit.flows.plugin import EvidenceLimits, Flow
+
+FLOW = Flow(
+    name="latency_cliff",
+    notebook="latency_cliff.ipynb",
+    summary="find when latency fell off a cliff, which invocations hang on what, which "
+    "threads are stuck, and the fix",
+    sections=("diagnostics", "spans", "ledger", "events", "threads", "jfr"),
+    profile_keys=("client_timeout_s",),
+    limits=EvidenceLimits(
+        withheld=(
+            "no last-event shape of an open invocation: its events cannot be found without "
+            "invocation ids; open invocations, the cliff and stuck threads (ledger, spans, dumps) "
+            "still stand"
+        ),
+        withheld_items=("latency_cliff/open-by-last-event",),
+        table_means=(
+            "an invocation with no INVOCATION_COMPLETED is open, or its rows were dropped by the "
+            "plugin; run times are the plugin's latency_ms"
+        ),
+        table_limits=("dropped",),
+    ),
+)

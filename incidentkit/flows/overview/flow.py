@@ -1,0 +1,28 @@
+"""The overview flow, as the rest of the kit knows it."""
+
+from __future__ import annotations
+
+from incidentkit.flows.plugin import EvidenceLimits, Flow
+
+FLOW = Flow(
+    name="overview",
+    notebook="overview.ipynb",
+    summary="the triage card: every flow's cheap check on every app, ordered by the "
+    "reported symptom, each line with the flow to open next",
+    sections=(
+        *("ledger", "events", "journal", "spans", "diagnostics"),
+        *("threads", "histograms", "jfr"),
+    ),
+    profile_keys=(
+        *("client_timeout_s", "max_llm_calls", "loop_exit_keys"),
+        *("terminal_agent", "key_templates", "attempts_cap"),
+    ),
+    limits=EvidenceLimits(
+        withheld=(
+            "no more than its card lines can: those for orphans and overlaps are only as good as "
+            "the invocation ids these events lack, so open those flows for what they still tell"
+        ),
+        table_means="its card lines rest on the rows the plugin did not drop",
+        table_limits=("dropped", "redacted"),
+    ),
+)

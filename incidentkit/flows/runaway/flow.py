@@ -1,0 +1,27 @@
+"""The runaway flow, as the rest of the kit knows it."""
+
+from __future__ import annotations
+
+from incidentkit.flows.plugin import EvidenceLimits, Flow
+
+FLOW = Flow(
+    name="runaway",
+    notebook="runaway.ipynb",
+    summary="count model calls per invocation, find the invocations that hit maxLlmCalls "
+    "and the loops that burned them, and set the limit from data",
+    sections=("diagnostics", "spans", "ledger", "events"),
+    profile_keys=("max_llm_calls", "loop_exit_keys"),
+    limits=EvidenceLimits(
+        withheld=(
+            "no model calls counted from the events (no invocation ids) and no loop exits (no "
+            "state deltas or escalations): counts come from the ledger and spans only"
+        ),
+        withheld_items=("runaway/loops",),
+        withheld_counts=("loops",),
+        table_means=(
+            "model calls are the finished LLM_RESPONSE rows; the call a limit refused is an "
+            "LLM_REQUEST with no response, and not counted"
+        ),
+        table_limits=("dropped",),
+    ),
+)

@@ -1,0 +1,35 @@
+"""The session flow, as the rest of the kit knows it."""
+
+from __future__ import annotations
+
+from incidentkit.flows.plugin import EvidenceLimits, Flow
+
+FLOW = Flow(
+    name="session",
+    notebook="session.ipynb",
+    summary="dump one session event by event, list the errors that vanish, and draw the "
+    "session's swimlane",
+    sections=("events", "ledger", "diagnostics", "spans", "journal"),
+    profile_keys=(),
+    required=("session_id",),
+    limits=EvidenceLimits(
+        withheld=(
+            "no invocation boundaries in the events, no state deltas and no error codes: the "
+            "transcript, the calls by name and the error responses are shown; overlapping "
+            "invocations come from the ledger"
+        ),
+        withheld_counts=(
+            "invocations",
+            "error_code_events",
+            "compactions",
+            "rewinds",
+            "checkpoints",
+            "rewound_events",
+        ),
+        table_means=(
+            "the transcript is the rows' text, cut where the plugin truncated it; compaction and "
+            "rewind events are not in the table"
+        ),
+        table_limits=("redacted", "dropped", "truncated", "markers"),
+    ),
+)

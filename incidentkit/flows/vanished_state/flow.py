@@ -1,0 +1,38 @@
+"""The vanished_state flow, as the rest of the kit knows it."""
+
+from __future__ import annotations
+
+from incidentkit.flows.plugin import EvidenceLimits, Flow
+
+FLOW = Flow(
+    name="vanished_state",
+    notebook="vanished_state.ipynb",
+    summary="say why a session forgot a state key: temp:, never durable, overwritten, "
+    "raced, removed or present, with the writes that prove it",
+    sections=("events", "ledger"),
+    profile_keys=(),
+    required=("session_id",),
+    limits=EvidenceLimits(
+        withheld=(
+            "no state verdicts: without state deltas the kit cannot say which write set, overwrote"
+            " or lost a key, so the per-key verdicts and the replay are withheld; the stored state"
+            " is shown as it is, and overlapping invocations come from the ledger"
+        ),
+        withheld_items=("vanished_state/keys", "vanished_state/replayed-state"),
+        withheld_counts=(
+            "temp_prefix",
+            "never_durable",
+            "overwritten",
+            "raced",
+            "removed",
+            "present",
+            "rewound",
+            "replay_differences",
+        ),
+        table_means=(
+            "keys logged as [REDACTED] get no verdict; a user message's delta is read from the "
+            "session state logged around it, and deltas of dropped rows are lost"
+        ),
+        table_limits=("redacted", "user_delta", "dropped"),
+    ),
+)
