@@ -45,12 +45,6 @@ from incidentkit.stopping import Interrupted
 SUMMARY_SCHEMA = "incidentkit.run-all/v1"
 SUMMARY_PARAMETER = "summary_path"
 """A notebook parameter naming ``OUT/summary.json``: its flow runs after every other flow."""
-NEEDS_EVERY: Mapping[str, tuple[str, ...]] = {
-    "orphans": ("ledger",),
-    "vanished_state": ("events",),
-    "session": ("events",),
-}
-"""Flows that need each of these manifest sections; any other flow needs one of its own."""
 _SEVERITY_RANK = {"CRITICAL": 0, "WARNING": 1, "INFO": 2}
 
 
@@ -95,9 +89,8 @@ class BatchResult:
 def skip_reason(flow: Flow, sections: Collection[str], given: Mapping[str, Any]) -> str | None:
     """Why ``flow`` cannot run on evidence with these manifest ``sections`` and ``-p`` values
     (None when it can): a section it needs, else a required parameter not given."""
-    needed = NEEDS_EVERY.get(flow.name)
-    if needed is not None:
-        missing = [section for section in needed if section not in sections]
+    if flow.needs:
+        missing = [section for section in flow.needs if section not in sections]
         if missing:
             return f"needs [{missing[0]}] in the manifest"
     elif flow.sections and not any(section in sections for section in flow.sections):

@@ -339,7 +339,7 @@ def _postmortem(args: argparse.Namespace) -> int:
 def _actions(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from incidentkit.actions import actions_command
+    from incidentkit.flows.orphans.export import actions_command
 
     sys.stdout.write(actions_command(Path(args.out), kind=args.kind, fmt=args.format))
     return Exit.CLEAN

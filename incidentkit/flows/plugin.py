@@ -51,5 +51,8 @@ class Flow:
     """The ``[apps.<name>]`` keys of the manifest it reads."""
     required: tuple[str, ...] = ()
     """Parameters it cannot run without (nothing in the evidence can stand in for them)."""
+    needs: tuple[str, ...] = ()
+    """Manifest sections it cannot run without, each of them; empty: any one of
+    :attr:`sections` will do (``run all`` skips the flow otherwise)."""
     limits: EvidenceLimits = EvidenceLimits()
     """What it concludes on evidence that lost facts."""

@@ -15,7 +15,8 @@ prevent / process, owner ``_owner_``) and the evidence appendix.
 - Nothing from the findings becomes markup: text is escaped (HTML as entities), code spans are
   fenced longer than any backtick run inside (``text.md``, ``text.code``).
 
-:func:`collect_findings` is the reader both this package and :mod:`incidentkit.actions` use.
+:func:`collect_findings` is the reader both this package and
+:mod:`incidentkit.flows.orphans.export` use.
 
 Modules, in the order of the data: ``collect`` (reading findings.json and summary.json, each
 checked against its schema) → ``text`` (wording and escaping of values) and ``proof`` (pointers

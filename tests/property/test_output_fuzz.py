@@ -32,10 +32,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from incidentkit.actions import actions_command
 from incidentkit.cli import main
 from incidentkit.errors import IncidentkitError
 from incidentkit.flows import session, vanished_state
+from incidentkit.flows.orphans.export import actions_command
 from incidentkit.postmortem import postmortem_command
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,6 +10,7 @@ FLOW = Flow(
     summary="classify runs orphaned by a crash and say what to do with each",
     sections=("ledger", "events", "journal"),
     profile_keys=("terminal_agent", "key_templates", "attempts_cap"),
+    needs=("ledger",),
     limits=EvidenceLimits(
         withheld=(
             "no orphan classes: an orphan's class comes from the events of its invocation, and "

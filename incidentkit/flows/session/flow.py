@@ -12,6 +12,7 @@ FLOW = Flow(
     sections=("events", "ledger", "diagnostics", "spans", "journal"),
     profile_keys=(),
     required=("session_id",),
+    needs=("events",),
     limits=EvidenceLimits(
         withheld=(
             "no invocation boundaries in the events, no state deltas and no error codes: the "

@@ -12,6 +12,7 @@ FLOW = Flow(
     sections=("events", "ledger"),
     profile_keys=(),
     required=("session_id",),
+    needs=("events",),
     limits=EvidenceLimits(
         withheld=(
             "no state verdicts: without state deltas the kit cannot say which write set, overwrote"

@@ -14,15 +14,15 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from incidentkit.actions import COLUMNS, FORMULA_START, KINDS, actions_command, cell
 from incidentkit.errors import ParameterError
 from incidentkit.flows import orphans
+from incidentkit.flows.orphans.export import COLUMNS, FORMULA_START, KINDS, actions_command, cell
 from incidentkit.flows.orphans.findings import orphan_findings
 from incidentkit.flows.orphans.triage import classify_orphans
 from incidentkit.frames import build, empty
 from incidentkit.runner import failed_findings
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 TRUTH = json.loads((FIXTURES / "crash_recovery" / "truth.json").read_text())["expected"]
 
 
