@@ -13,12 +13,12 @@ import pytest
 from incidentkit import flows
 from incidentkit.evidence import open_evidence
 from incidentkit.findings import Finding, Findings, Severity, Verdict
-from incidentkit.flows import FLOWS, EvidenceLimits, Flow, limits
+from incidentkit.flows import FLOWS, EvidenceLimits, Flow, evidence_limits
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "incidentkit" / "flows"
 FIRESTORE = ROOT / "fixtures" / "vanished_state-firestore"
-SHARED = ("__init__.py", "plugin.py", "limits.py")
+SHARED = ("__init__.py", "plugin.py", "evidence_limits.py")
 """Modules of ``incidentkit/flows`` that serve every flow: they may name none."""
 
 
@@ -79,9 +79,9 @@ def _toy_findings() -> Findings:
 
 def test_a_registered_flow_withholds_what_its_declaration_says(toy: Flow) -> None:
     evidence = open_evidence(FIRESTORE)
-    assert limits.note(evidence, toy.name) is not None
-    assert toy.limits.withheld in (limits.note(evidence, toy.name) or "")
-    found = limits.with_limits(_toy_findings(), evidence)
+    assert evidence_limits.note(evidence, toy.name) is not None
+    assert toy.limits.withheld in (evidence_limits.note(evidence, toy.name) or "")
+    found = evidence_limits.with_limits(_toy_findings(), evidence)
     assert [item.id for item in found.items] == ["toy/evidence-limits", "toy/by-ledger"]
     assert found.verdict is Verdict.INCOMPLETE_EVIDENCE
     assert dict(found.summary) == {"runs": 2}
@@ -91,7 +91,7 @@ def test_a_registered_flow_withholds_what_its_declaration_says(toy: Flow) -> Non
 def test_a_flow_that_declares_no_limits_still_says_what_the_evidence_lacks() -> None:
     """A flow the registry does not know (or one declaring nothing) gets the defaults, never a
     KeyError: its findings stand, under an item that says the evidence lost facts."""
-    found = limits.with_limits(_toy_findings(), open_evidence(FIRESTORE))
+    found = evidence_limits.with_limits(_toy_findings(), open_evidence(FIRESTORE))
     assert found.items[0].id == "toy/evidence-limits"
     assert EvidenceLimits().withheld in found.items[0].detail
     assert [item.id for item in found.items[1:]] == ["toy/by-invocation", "toy/by-ledger"]

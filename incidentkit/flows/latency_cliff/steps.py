@@ -25,6 +25,7 @@ from incidentkit.flows.common import (
     up_to,
 )
 from incidentkit.flows.common import setting as profile_setting
+from incidentkit.flows.evidence_limits import with_limits
 from incidentkit.flows.latency_cliff.baseline import LatencyBaseline, from_values, summarised
 from incidentkit.flows.latency_cliff.findings import latency_findings
 from incidentkit.flows.latency_cliff.flow import FLOW as DECLARED
@@ -36,7 +37,6 @@ from incidentkit.flows.latency_cliff.triage import (
     with_baseline,
     with_journal,
 )
-from incidentkit.flows.limits import with_limits
 from incidentkit.manifest import Window
 from incidentkit.times import parse_duration
 

@@ -49,7 +49,7 @@ from incidentkit.flows.latency_cliff.latency import (
 from incidentkit.flows.latency_cliff.locks import OWNER_COLUMNS
 from incidentkit.flows.latency_cliff.samples import CONTENTION_COLUMNS, contention
 from incidentkit.flows.latency_cliff.spinning import SPIN_COLUMNS
-from incidentkit.flows.latency_cliff.threads import read_threads
+from incidentkit.flows.latency_cliff.thread_evidence import read_threads
 from incidentkit.frames import BOOL, FLOAT, INT, STR, TS
 
 ONE_MINUTE = pd.Timedelta(minutes=1)

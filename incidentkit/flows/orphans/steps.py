@@ -25,7 +25,7 @@ from incidentkit.flows.common import (
     log_context,
     setting,
 )
-from incidentkit.flows.limits import with_limits
+from incidentkit.flows.evidence_limits import with_limits
 from incidentkit.flows.orphans.actions import by_urgency, most_urgent_run
 from incidentkit.flows.orphans.findings import orphan_findings
 from incidentkit.flows.orphans.flow import FLOW as DECLARED

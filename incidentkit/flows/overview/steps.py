@@ -28,7 +28,7 @@ from incidentkit.flows.common import (
     up_to,
 )
 from incidentkit.flows.common import setting as profile_setting
-from incidentkit.flows.limits import with_limits
+from incidentkit.flows.evidence_limits import with_limits
 from incidentkit.flows.overview.card import SYMPTOMS, Profile, ordered
 from incidentkit.flows.overview.findings import overview_findings
 from incidentkit.flows.overview.flow import FLOW as DECLARED

@@ -24,7 +24,7 @@ from incidentkit.flows.common import (
     up_to,
 )
 from incidentkit.flows.common import setting as profile_setting
-from incidentkit.flows.limits import with_limits
+from incidentkit.flows.evidence_limits import with_limits
 from incidentkit.flows.runaway.findings import runaway_findings
 from incidentkit.flows.runaway.flow import FLOW as DECLARED
 from incidentkit.flows.runaway.signatures import MIN_REPEATS

@@ -9,10 +9,10 @@ from typing import Any
 
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
-from incidentkit.flows import limits
+from incidentkit.flows import evidence_limits
 from incidentkit.flows._session import history, incident_window, open_session
 from incidentkit.flows.common import Settings, findings_context, frames_of, notes_view
-from incidentkit.flows.limits import with_limits
+from incidentkit.flows.evidence_limits import with_limits
 from incidentkit.flows.session.findings import session_findings
 from incidentkit.flows.session.flow import FLOW as DECLARED
 from incidentkit.flows.session.swimlane import plot_session
@@ -54,7 +54,7 @@ def triage(evidence: Evidence, settings: Settings) -> SessionReport:
         as_of=settings["as_of"],
         window=None if span is None else Window(*span),
     )
-    limited = limits.note(evidence, FLOW)
+    limited = evidence_limits.note(evidence, FLOW)
     return report if limited is None else replace(report, notes=(limited, *report.notes))
 
 

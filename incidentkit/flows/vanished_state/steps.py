@@ -13,10 +13,10 @@ import pandas as pd
 from incidentkit.errors import ParameterError
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
-from incidentkit.flows import limits
+from incidentkit.flows import evidence_limits
 from incidentkit.flows._session import history, incident_window, open_session
 from incidentkit.flows.common import Settings, findings_context, frames_of, notes_view
-from incidentkit.flows.limits import with_limits
+from incidentkit.flows.evidence_limits import with_limits
 from incidentkit.flows.vanished_state.findings import vanished_state_findings
 from incidentkit.flows.vanished_state.flow import FLOW as DECLARED
 from incidentkit.flows.vanished_state.triage import VanishedReport, triage_vanished_state
@@ -85,7 +85,7 @@ def triage(evidence: Evidence, settings: Settings) -> VanishedReport:
         app_name=settings.app_name,
         user_id=settings["user_id"],
     )
-    limited = limits.note(evidence, FLOW)
+    limited = evidence_limits.note(evidence, FLOW)
     if limited is None:
         return report
     return replace(
