@@ -37,10 +37,11 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _snapshot(args: argparse.Namespace) -> int:
+    from incidentkit import schedule
     from incidentkit.coverage import render_text
     from incidentkit.snapshot import take
 
-    taken = take(args.evidence, args.out)
+    taken = take(args.evidence, args.out, as_of=schedule.parse_as_of(args.as_of))
     rows = sum(taken.rows.values())
     sys.stderr.write(
         f"snapshot: {taken.folder} ({len(taken.rows)} frames, {rows:,} rows, "
@@ -441,6 +442,11 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
     )
     snapshot.add_argument("evidence", help="an evidence.toml, or a folder holding one")
     snapshot.add_argument("--out", required=True, help="a new (or empty) folder to write")
+    snapshot.add_argument(
+        "--as-of",
+        help="where a relative manifest window (last = ...) ends: now or a UTC time "
+        "(default now); the same --as-of takes the same snapshot twice",
+    )
     snapshot.add_argument("--quiet", action="store_true", help="no coverage report, no progress")
     snapshot.add_argument("--no-cache", action="store_true", help=NO_CACHE_HELP)
     snapshot.set_defaults(handler=_snapshot)

@@ -265,13 +265,15 @@ def open_evidence(
     session_ids: tuple[str, ...] | list[str] | None = None,
     invocation_ids: tuple[str, ...] | list[str] | None = None,
     environ: Mapping[str, str] | None = None,
+    as_of: pd.Timestamp | None = None,
 ) -> Evidence:
     """Open the evidence described by a manifest (or a folder holding ``evidence.toml``).
 
     Keyword filters replace the manifest's own (an empty ``app_name`` keeps the manifest's);
-    frames load lazily on first access.
+    a relative manifest window ends at ``as_of`` (else now); frames load lazily on first
+    access.
     """
-    manifest = load_manifest(path)
+    manifest = load_manifest(path, as_of=as_of)
     filters = manifest.filters
     if window is not None:
         filters = replace(

@@ -136,12 +136,10 @@ class Window:
         return self if self.last is None else Window.before(as_of, self.last)
 
 
-AS_OF_ENV = "INCIDENTKIT_AS_OF"
-"""The moment a relative window ends at. ``incidentkit run`` sets it for the flow's kernel (the
-run's as_of); unset, a relative window ends now (rounded up to the next second)."""
 AS_OF_FROM_ENV = "INCIDENTKIT_AS_OF_FROM"
 """Where the run's as_of came from (``--as-of``, ``-p as_of``, the run's start for a relative
-window), set by ``incidentkit run`` beside :data:`AS_OF_ENV`; a flow's report says it."""
+window), set by ``incidentkit run`` for the flow's kernel beside its ``as_of`` parameter; a
+flow's report says it."""
 STALE_AFTER_ENV = "INCIDENTKIT_STALE_AFTER"
 """``--stale-after`` in seconds, set by ``incidentkit run`` for the flow's kernel: how far as_of
 may lie past the evidence's end before ages are judged at that end."""
@@ -292,8 +290,9 @@ def find_manifest(path: str | os.PathLike[str]) -> Path:
     return candidate
 
 
-def load_manifest(path: str | os.PathLike[str]) -> Manifest:
-    """Read and check a manifest file (or a folder holding ``evidence.toml``)."""
+def load_manifest(path: str | os.PathLike[str], *, as_of: pd.Timestamp | None = None) -> Manifest:
+    """Read and check a manifest file (or a folder holding ``evidence.toml``). A relative
+    window (``window = { last = "2h" }``) ends at ``as_of``, else now."""
     file = find_manifest(path)
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8"))
@@ -301,10 +300,16 @@ def load_manifest(path: str | os.PathLike[str]) -> Manifest:
         raise ManifestError(
             f"{file} is not valid TOML", value=str(err), fix="fix the syntax at that line"
         ) from err
-    return parse_manifest(data, base=file.parent, path=file)
+    return parse_manifest(data, base=file.parent, path=file, as_of=as_of)
 
 
-def parse_manifest(data: Mapping[str, Any], *, base: Path, path: Path | None = None) -> Manifest:
+def parse_manifest(
+    data: Mapping[str, Any],
+    *,
+    base: Path,
+    path: Path | None = None,
+    as_of: pd.Timestamp | None = None,
+) -> Manifest:
     """Check a manifest already read into a mapping; relative paths resolve against ``base``."""
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
@@ -338,7 +343,7 @@ def parse_manifest(data: Mapping[str, Any], *, base: Path, path: Path | None = N
         path=path,
         title=_optional_str(data, "title"),
         filters=Filters(
-            window=_parse_window(data.get("window")),
+            window=_parse_window(data.get("window"), as_of),
             app_name=_optional_str(data, "app_name"),
             session_ids=_str_tuple(data, "sessions"),
             invocation_ids=_str_tuple(data, "invocations"),
@@ -430,11 +435,11 @@ def _profile_value(where: str, key: str, value: Any) -> Any:
     return dict(value) if isinstance(value, Mapping) else value
 
 
-def _parse_window(raw: Any) -> Window | None:
+def _parse_window(raw: Any, as_of: pd.Timestamp | None) -> Window | None:
     if raw is None:
         return None
     if isinstance(raw, Mapping) and set(raw) == {"last"}:
-        return _relative_window(raw["last"])
+        return _relative_window(raw["last"], as_of)
     if not isinstance(raw, Mapping) or set(raw) != {"start", "end"}:
         raise ManifestError(
             "window must be a table with start and end, or with last",
@@ -448,9 +453,8 @@ def _parse_window(raw: Any) -> Window | None:
         raise ManifestError(err.problem, value=err.value, fix=err.fix) from err
 
 
-def _relative_window(last: Any) -> Window:
-    """``window = { last = "2h" }``: the ``last`` before the run's as_of (:data:`AS_OF_ENV`),
-    else before now."""
+def _relative_window(last: Any, as_of: pd.Timestamp | None) -> Window:
+    """``window = { last = "2h" }``: the ``last`` before ``as_of``, else before now."""
     try:
         length = parse_duration(
             last,
@@ -459,13 +463,9 @@ def _relative_window(last: Any) -> Window:
         )
     except ParameterError as err:
         raise ManifestError(err.problem, value=err.value, fix=err.fix) from err
-    anchor = os.environ.get(AS_OF_ENV, "").strip()
-    if not anchor:  # up to now, rounded up: nothing stored so far is cut
+    if as_of is None:  # up to now, rounded up: nothing stored so far is cut
         return Window.before(pd.Timestamp.now(tz="UTC").ceil("s"), length)
-    try:
-        return Window.before(utc_timestamp(anchor, what=AS_OF_ENV), length)
-    except ParameterError as err:
-        raise ManifestError(err.problem, value=err.value, fix=err.fix) from err
+    return Window.before(as_of, length)
 
 
 def _toml_time(value: Any) -> Any:

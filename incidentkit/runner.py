@@ -25,7 +25,6 @@ from incidentkit.errors import NotebookError, ParameterError, exit_code_of
 from incidentkit.findings import Finding, Findings, Provenance, Severity, Verdict
 from incidentkit.flows import FLOWS
 from incidentkit.manifest import (
-    AS_OF_ENV,
     AS_OF_FROM_ENV,
     STALE_AFTER_ENV,
     did_you_mean,
@@ -301,8 +300,8 @@ def run_flow(
     """Execute ``flow`` against ``evidence``; write notebook, HTML and findings into ``out``.
 
     A non-empty ``as_of`` parameter is also the moment a relative manifest window ends at (the
-    kernel's :data:`~incidentkit.manifest.AS_OF_ENV`); ``as_of_from`` (``--as-of``, ``-p
-    as_of``) is where it came from and ``stale_after`` (``--stale-after``)
+    flow's steps open the manifest with it); ``as_of_from`` (``--as-of``, ``-p as_of``) is
+    where it came from and ``stale_after`` (``--stale-after``)
     how far it may lie past the evidence's end: the flow's report says the one and judges ages
     by the other (:data:`~incidentkit.manifest.AS_OF_FROM_ENV`, ``STALE_AFTER_ENV``).
     ``extra_items`` (the scheduler's ``run/stale-evidence``) are added to the findings before
@@ -346,9 +345,8 @@ def run_flow(
     kernel_env = {QUIET_ENV: "1", cache.KEEP_ENV: "1"}  # no bar in a report; keep parses
     if cache_run:  # a run of several flows: its database sources are read once, for all
         kernel_env[cache.RUN_ENV] = cache_run
-    if as_of:
-        kernel_env[AS_OF_ENV] = as_of
-        kernel_env.update({AS_OF_FROM_ENV: as_of_from} if as_of_from else {})
+    if as_of and as_of_from:
+        kernel_env[AS_OF_FROM_ENV] = as_of_from
     if stale_after is not None:
         kernel_env[STALE_AFTER_ENV] = str(stale_after.total_seconds())
     # papermill saves the notebook after every cell: it writes a temporary name, and only a

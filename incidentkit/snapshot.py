@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow.parquet as pq
 
 from incidentkit.coverage import Coverage, measure
@@ -63,11 +64,13 @@ def take(
     out: str | os.PathLike[str],
     *,
     environ: Mapping[str, str] | None = None,
+    as_of: pd.Timestamp | None = None,
 ) -> Snapshot:
     """Read every source of ``evidence`` whole and write its snapshot into ``out`` (a new or
-    empty folder). Written beside ``out`` first and moved into place when complete, so a
-    failed read leaves no half snapshot."""
-    manifest = load_manifest(evidence)
+    empty folder); a relative manifest window is fixed where it ends at ``as_of`` (else now).
+    Written beside ``out`` first and moved into place when complete, so a failed read leaves
+    no half snapshot."""
+    manifest = load_manifest(evidence, as_of=as_of)
     target = Path(out).resolve()
     _check_target(target)
     partial = target.with_name(f".{target.name}.partial")

@@ -20,8 +20,8 @@ from incidentkit.cli import build_parser, main
 from incidentkit.errors import ManifestError, ParameterError
 from incidentkit.findings import Finding, Findings, Provenance, Severity, Verdict
 from incidentkit.flows import FLOWS
+from incidentkit.flows.common import opened
 from incidentkit.manifest import (
-    AS_OF_ENV,
     AS_OF_FROM_ENV,
     STALE_AFTER_ENV,
     Window,
@@ -40,15 +40,13 @@ def ts(text: str) -> pd.Timestamp:
 # ---------------------------------------------------------------------------- relative windows
 
 
-def manifest_with(window: Any, tmp_path: Path) -> Any:
-    return parse_manifest({"window": window, "ledger": {"path": "l.csv"}}, base=tmp_path)
+def manifest_with(window: Any, tmp_path: Path, as_of: pd.Timestamp | None = None) -> Any:
+    data = {"window": window, "ledger": {"path": "l.csv"}}
+    return parse_manifest(data, base=tmp_path, as_of=as_of)
 
 
-def test_a_relative_window_ends_at_the_run_s_as_of(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv(AS_OF_ENV, "2026-12-02T06:15:00Z")
-    window = manifest_with({"last": "2h"}, tmp_path).filters.window
+def test_a_relative_window_ends_at_the_run_s_as_of(tmp_path: Path) -> None:
+    window = manifest_with({"last": "2h"}, tmp_path, ts("2026-12-02T06:15:00Z")).filters.window
     assert window == Window(ts("2026-12-02T04:15:00Z"), ts("2026-12-02T06:15:00Z"))
     assert window.last == pd.Timedelta(hours=2)
     moved = window.anchored(ts("2026-12-03T00:00:00Z"))
@@ -57,10 +55,7 @@ def test_a_relative_window_ends_at_the_run_s_as_of(
     assert fixed.anchored(ts("2026-12-03T00:00:00Z")) is fixed
 
 
-def test_without_an_anchor_a_relative_window_ends_now(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv(AS_OF_ENV, raising=False)
+def test_without_an_anchor_a_relative_window_ends_now(tmp_path: Path) -> None:
     before = pd.Timestamp.now(tz="UTC")
     window = manifest_with({"last": "1h30min"}, tmp_path).filters.window
     assert window is not None and before <= window.end <= before + pd.Timedelta(seconds=2)
@@ -78,10 +73,24 @@ def test_a_bad_relative_window_says_how_to_write_one(last: Any, tmp_path: Path) 
         manifest_with({"last": "2h", "start": "2026-11-29T02:30:00Z"}, tmp_path)
 
 
-def test_a_naive_anchor_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(AS_OF_ENV, "2026-12-02T06:15:00")
-    with pytest.raises(ManifestError, match=AS_OF_ENV):
-        manifest_with({"last": "2h"}, tmp_path)
+def test_a_flow_opens_a_relative_window_at_its_as_of_and_refuses_a_naive_one(
+    tmp_path: Path,
+) -> None:
+    """The kernel's steps hand the flow's as_of to the manifest explicitly: its relative window
+    ends there (no environment variable anchors it), and an as_of without a zone is refused."""
+    (tmp_path / "l.csv").write_text(
+        (ROOT / "fixtures" / "crash_recovery" / "ledger.csv").read_text(encoding="utf-8"),
+        encoding="utf-8",
+    )
+    (tmp_path / "evidence.toml").write_text(
+        'window = { last = "2h" }\n[ledger]\npath = "l.csv"\n', encoding="utf-8"
+    )
+    incident = opened("orphans", tmp_path, as_of="2026-11-29T04:00:00Z")
+    assert incident.filters.window == Window(
+        ts("2026-11-29T02:00:00Z"), ts("2026-11-29T04:00:00Z"), pd.Timedelta(hours=2)
+    )
+    with pytest.raises(ParameterError, match="as_of"):
+        opened("orphans", tmp_path, as_of="2026-11-29T04:00:00")
 
 
 def test_as_of_and_stale_after_are_parsed() -> None:

@@ -323,3 +323,22 @@ def test_a_notebook_runs_on_a_snapshot(snapshots: dict[str, Path], tmp_path: Pat
     expected = _findings("orphans", FIXTURES / "crash_recovery", given)
     assert code == 1 and findings["verdict"] == expected["verdict"]
     assert [item["id"] for item in findings["items"]] == [i["id"] for i in expected["items"]]
+
+
+def test_snapshot_as_of_fixes_a_relative_window_so_two_snapshots_agree(tmp_path: Path) -> None:
+    """``snapshot --as-of`` is where a ``last`` window ends (no environment variable): the
+    same --as-of twice gives the same manifest and the same frames."""
+    source = tmp_path / "source"
+    source.mkdir()
+    shutil.copyfile(FIXTURES / "crash_recovery" / "ledger.csv", source / "ledger.csv")
+    (source / "evidence.toml").write_text(
+        'window = { last = "30m" }\n[ledger]\npath = "ledger.csv"\n', encoding="utf-8"
+    )
+    argv = ["snapshot", str(source), "--quiet", "--as-of", "2026-11-29T03:00:00Z"]
+    for name in ("one", "two"):
+        assert main([*argv, "--out", str(tmp_path / name)]) in (0, 2)
+    one, two = (tomllib.loads((tmp_path / n / "evidence.toml").read_text()) for n in ("one", "two"))
+    assert one == two
+    assert pd.Timestamp(one["window"]["end"]) == pd.Timestamp("2026-11-29T03:00:00Z")
+    assert pd.Timestamp(one["window"]["start"]) == pd.Timestamp("2026-11-29T02:30:00Z")
+    assert (tmp_path / "one" / "ledger").exists()

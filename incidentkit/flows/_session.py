@@ -33,7 +33,7 @@ def open_session(
     window end, else the evidence's last record: :func:`~incidentkit.flows.common.judge`);
     the session; the values so far (``as_of``, ``session_id``, ``user_id``) and where each
     came from."""
-    incident = opened(flow, evidence)
+    incident = opened(flow, evidence, as_of=as_of)
     ref = find_session(incident, session_id, app_name=app_name, user_id=user_id)
     incident, _, values, sources = begin(flow, incident, app_name=ref.app_name, as_of=as_of)
     if not (app_name and app_name.strip()):

@@ -31,7 +31,7 @@ def begin(
     the moment it is judged at (:func:`judge`). Returns the evidence (read up to as_of), the
     app, the values so far (``as_of``: the moment judged) and where each came from
     (``app_name``, ``as_of``)."""
-    incident = opened(flow, evidence)
+    incident = opened(flow, evidence, as_of=as_of)
     app, app_from = resolve_app(incident, app_name)
     incident = for_app(incident, app)
     incident, moment = judge(flow, incident, as_of)
@@ -218,9 +218,12 @@ def baseline_flag(value: Any) -> bool:
     return value
 
 
-def opened(flow: str, evidence: Evidence | str | os.PathLike[str]) -> Evidence:
-    """The incident a flow's ``evidence`` parameter names (an empty one is refused); a filter
-    of its manifest that names nothing the evidence holds is refused too
+def opened(
+    flow: str, evidence: Evidence | str | os.PathLike[str], *, as_of: Any = None
+) -> Evidence:
+    """The incident a flow's ``evidence`` parameter names (an empty one is refused), a relative
+    manifest window ending at ``as_of`` (the flow's parameter; empty: now); a filter of its
+    manifest that names nothing the evidence holds is refused too
     (:func:`~incidentkit.coverage.check_filters`)."""
     if isinstance(evidence, str) and not evidence.strip():
         raise ParameterError(
@@ -232,7 +235,11 @@ def opened(flow: str, evidence: Evidence | str | os.PathLike[str]) -> Evidence:
     from incidentkit.coverage import check_filters
     from incidentkit.evidence import open_evidence
 
-    incident = evidence if isinstance(evidence, Evidence) else open_evidence(evidence)
+    if isinstance(evidence, Evidence):
+        incident = evidence
+    else:
+        anchor = None if _blank(as_of) else utc_timestamp(as_of, what="as_of")
+        incident = open_evidence(evidence, as_of=anchor)
     check_filters(incident)
     return incident
 

@@ -72,7 +72,7 @@ def setup(
     """The incident up to ``as_of`` and the card's settings: the apps to check (the
     parameter, else the manifest's ``app_name``, else every app the evidence names) and the
     symptom."""
-    incident = opened(FLOW, evidence)
+    incident = opened(FLOW, evidence, as_of=as_of)
     if app_name and app_name.strip():
         apps, apps_from = [app_name.strip()], "parameter"
         check_app(incident, apps[0])
