@@ -15,7 +15,7 @@ import enum
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -397,6 +397,36 @@ def rows_of(
     if limit is not None:
         picked = picked.head(limit)
     return tuple(_scrub_text_values(json_safe(record)) for record in picked.to_dict("records"))
+
+
+def build_findings(
+    flow: str,
+    items: Sequence[Finding],
+    summary: Mapping[str, int],
+    *,
+    rejects: pd.DataFrame | None,
+    incomplete: bool = False,
+    title: str | None = None,
+    window: tuple[Any, Any] | None = None,
+    as_of: Any = None,
+    parameters: Mapping[str, Any] | None = None,
+    row_limit: int | None = ROW_LIMIT,
+) -> Findings:
+    """Every flow's findings document, closed the same way: the ``<flow>/rejects`` item first
+    when ``rejects`` holds rows (None: the flow says it itself), the summary with its
+    ``rejects`` count (last, unless the flow placed it), the verdict (INCOMPLETE_EVIDENCE when
+    ``incomplete`` or rows were rejected) and the provenance."""
+    rejected = 0 if rejects is None else len(rejects)
+    opening = (
+        [rejects_item(flow, rejects, limit=row_limit)] if rejects is not None and rejected else []
+    )
+    shown = (*opening, *items)
+    counts = dict(summary)
+    counts.setdefault("rejects", rejected)
+    verdict = verdict_of(shown, incomplete=incomplete or rejected > 0)
+    stamp = None if as_of is None else iso_text(as_of)
+    provenance = Provenance(title, window, stamp, dict(parameters or {}))
+    return Findings(flow, verdict, counts, shown, provenance)
 
 
 def rejects_item(flow: str, rejects: pd.DataFrame, *, limit: int | None = ROW_LIMIT) -> Finding:

@@ -591,7 +591,7 @@ def test_a_dead_workers_open_invocations_are_orphans_in_every_section(tmp_path: 
 
 def test_first_screen_notes_are_no_setting_and_waiting_runs_no_export() -> None:
     from incidentkit.findings import Finding, Provenance, Verdict
-    from incidentkit.postmortem.action_items import _export_hint
+    from incidentkit.flows.orphans.postmortem import action_note as _export_hint
     from incidentkit.postmortem.appendix import _parameters
     from incidentkit.postmortem.collect import FlowFindings
 

@@ -1,14 +1,23 @@
 """What a flow is to the rest of the kit: :class:`Flow`, declared in its folder's ``flow.py``.
 
-A flow's folder says everything the runner, the CLI, ``run all`` and the evidence limits need
-to know of it (:data:`incidentkit.flows.FLOWS` collects them); nothing outside the folder names
-the flow. Declaring one imports none of the flow's code: its modules load when its notebook
-runs.
+A flow's folder says everything the runner, the CLI, ``run all``, the evidence limits and the
+postmortem draft need to know of it (:data:`incidentkit.flows.FLOWS` collects them); nothing
+outside the folder names the flow. Declaring one imports none of the flow's code: its modules
+load when its notebook runs, its postmortem module when a draft is written.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import import_module
+from typing import TYPE_CHECKING, Literal, Protocol, cast
+
+if TYPE_CHECKING:
+    from incidentkit.findings import Finding
+    from incidentkit.postmortem.collect import FlowFindings
+    from incidentkit.postmortem.impact import Claim
+    from incidentkit.postmortem.timeline import Moment
 
 
 @dataclass(frozen=True)
@@ -37,9 +46,78 @@ class EvidenceLimits:
     names when they show in the evidence; None: all of them."""
 
 
+Role = Literal["Trigger", "Root cause", "Mechanism", "Contributing", "Effect", "Evidence"]
+"""What an item is in the postmortem's Root cause and trigger section, in the section's order."""
+ActionType = Literal["mitigate", "prevent", "process"]
+"""The type of a postmortem action item, in the order of its table."""
+
+
+class PostmortemModule(Protocol):
+    """The functions of a flow's postmortem module (``flows/<name>/postmortem.py``), each given
+    one findings document of the flow (:class:`~incidentkit.postmortem.FlowFindings`)."""
+
+    def impact(self, ff: FlowFindings) -> dict[str, Claim]:
+        """Its claims by measure (:data:`incidentkit.postmortem.MEASURES`, then its own, such
+        as "stuck threads"); a measure it cannot count is a ``missing`` claim with the reason.
+        Asked of every run that reached its verdict."""
+        ...
+
+    def timeline(self, ff: FlowFindings) -> list[Moment]:
+        """Its dated rows, as timeline moments. Asked of every run that reached its verdict."""
+        ...
+
+    def triggers(self, ff: FlowFindings) -> list[str]:
+        """Root cause lines before those of its items' roles (``- **Trigger**: ...``), e.g.
+        the worker that stopped. Asked of a run whose verdict is not CLEAN."""
+        ...
+
+    def detection(self, ff: FlowFindings) -> list[str]:
+        """Its Detection lines (``- <flow>: ...``): the alert that saw it, or would have seen
+        it sooner. Asked of a run whose verdict is not CLEAN."""
+        ...
+
+    def action_note(self, ff: FlowFindings, item: Finding) -> str:
+        """Words after ``item``'s action in its action item (e.g. the command that lists the
+        runs to act on, with a leading space), or ``""``."""
+        ...
+
+
+@dataclass(frozen=True)
+class PostmortemHooks:
+    """What a flow is to the postmortem draft (:mod:`incidentkit.postmortem`): the roles and
+    action types of its items, and the module that counts, dates and detects from its findings.
+
+    A flow that declares none reaches a draft as an unknown flow does: every item that needs
+    action is Contributing (or Evidence) and a mitigate item, and the Impact says it was not
+    counted.
+    """
+
+    module: str | None = None
+    """The dotted path of the flow's postmortem module (:class:`PostmortemModule`), imported
+    only when a draft is written; None: the draft counts, dates and detects nothing of it."""
+    roles: Mapping[str, Role] = field(default_factory=dict, hash=False)
+    """Item id -> its role in Root cause and trigger; an item not named is Contributing (one
+    whose id ends like an evidence item, ``*/rejects``, is Evidence)."""
+    action_types: Mapping[str, ActionType | None] = field(default_factory=dict, hash=False)
+    """Item id -> the type of its action item (None: its action is no item, e.g. one the flow
+    already did); an item not named is mitigate."""
+    per_row: Mapping[str, str] = field(default_factory=dict, hash=False)
+    """Items whose rows are one action each -> the column that says the row's action."""
+    navigates: bool = False
+    """Whether its findings point to the other flows (a triage card: which to open first), not
+    to a fix: the draft leaves it out of the impact, the root cause, the detection and the
+    action items."""
+    timed: bool = True
+    """False: its findings carry no times (counts only), and the timeline says so."""
+
+    def functions(self) -> PostmortemModule | None:
+        """The flow's postmortem module, imported now; None when it declares none."""
+        return None if self.module is None else cast(PostmortemModule, import_module(self.module))
+
+
 @dataclass(frozen=True)
 class Flow:
-    """One triage flow as the runner, the CLI and the evidence limits know it."""
+    """One triage flow as the runner, the CLI, the evidence limits and the postmortem know it."""
 
     name: str
     notebook: str
@@ -56,3 +134,5 @@ class Flow:
     :attr:`sections` will do (``run all`` skips the flow otherwise)."""
     limits: EvidenceLimits = EvidenceLimits()
     """What it concludes on evidence that lost facts."""
+    postmortem: PostmortemHooks | None = None
+    """What it is to a postmortem draft; None: its findings reach one as an unknown flow's do."""

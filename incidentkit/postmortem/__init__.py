@@ -15,14 +15,22 @@ prevent / process, owner ``_owner_``) and the evidence appendix.
 - Nothing from the findings becomes markup: text is escaped (HTML as entities), code spans are
   fenced longer than any backtick run inside (``text.md``, ``text.code``).
 
-:func:`collect_findings` is the reader both this package and
-:mod:`incidentkit.flows.orphans.export` use.
+:func:`collect_findings` is also the reader of the flows' own commands on findings (the
+action export).
+
+No module here names a flow: what a flow's findings mean to the draft (its items' roles and
+action types, its impact claims, dated rows, triggers and alerts) is declared in its folder
+(:class:`~incidentkit.flows.plugin.PostmortemHooks`, ``flows/<name>/postmortem.py``) and read
+from :data:`incidentkit.flows.FLOWS`; a flow that declares none reaches the draft as an unknown
+one.
 
 Modules, in the order of the data: ``collect`` (reading findings.json and summary.json, each
-checked against its schema) → ``text`` (wording and escaping of values) and ``proof`` (pointers
-to rows) → one per section: ``impact``, ``timeline``,
-``causes``, ``detection``, ``action_items`` (with the resolution), ``appendix`` → ``render``
-(the Markdown draft, its HTML page, the command).
+checked against its schema, and each flow's hooks) → ``text`` (wording and escaping of values)
+and ``proof`` (pointers to rows) → one per section: ``impact``, ``timeline``, ``causes``,
+``detection``, ``action_items`` (with the resolution), ``appendix`` → ``render`` (the Markdown
+draft, its HTML page, the command). The flows' postmortem modules build on ``impact``
+(:class:`Claim` and its helpers), ``timeline`` (:class:`Moment`, ``grouped``), ``proof`` and
+``text``.
 """
 
 from incidentkit.postmortem.action_items import ACTION_TYPES, OWNER

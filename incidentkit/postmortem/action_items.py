@@ -3,87 +3,62 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from incidentkit.findings import Finding
-from incidentkit.postmortem.collect import EVIDENCE_ITEMS, FlowFindings
+from incidentkit.flows.plugin import ActionType
+from incidentkit.postmortem.collect import EVIDENCE_ITEMS, RUN_ERROR, FlowFindings
 from incidentkit.postmortem.proof import Ref, cite, item_ref
-from incidentkit.postmortem.text import TODO, code, md
+from incidentkit.postmortem.text import TODO, md
 
-ACTION_TYPES = ("mitigate", "prevent", "process")
-"""The types of action item, in the order of the table."""
+ACTION_TYPES: tuple[ActionType, ...] = get_args(ActionType)
+"""The types of action item, in the order of the table: mitigate, prevent, process."""
 OWNER = "_owner_"
 """The owner cell of every action item, for a person to fill in."""
 
-_ACTION_TYPE: Mapping[str, str | None] = {
-    "latency_cliff/cliff": None,  # "find what they wait on": the flow did
-    "latency_cliff/stuck-threads": None,  # "apply the fix below"
-    "latency_cliff/open-invocations": "mitigate",
-    "latency_cliff/fix": "prevent",
-    "runaway/hit-limit": "prevent",
-    "runaway/loops": "prevent",
-    "runaway/model-calls": "prevent",
-    "vanished_state/keys": "prevent",
-    "vanished_state/overlapping-invocations": "prevent",
-    "session/overlapping-invocations": "prevent",
-    "session/errors": "process",
-    "vanished_state/replayed-state": "process",
-    "latency_cliff/source-disagreements": "process",
-    "runaway/source-disagreements": "process",
-    "run/error": "process",
-}
-_PER_ROW = {"latency_cliff/fix": "change", "vanished_state/keys": "fix"}
-"""Items whose rows are one action each, and the column that says it."""
 
-
-def _type(item_id: str, row: Mapping[str, Any] | None = None) -> str | None:
+def _type(
+    ff: FlowFindings, item_id: str, row: Mapping[str, Any] | None = None
+) -> ActionType | None:
+    """The type of an item's action item, or of a ``row``'s when its rows are one action each:
+    process for an alert, for what speaks of the evidence and for a run that stopped; else as
+    its flow declares (``action_types``; None: no item), else mitigate."""
     if row is not None and str(row.get("fix", "")).startswith("alert"):
-        return "process"  # the latency fix's step 4: an alert
-    if item_id.endswith(EVIDENCE_ITEMS):
+        return "process"  # a fix whose step is an alert
+    if item_id.endswith(EVIDENCE_ITEMS) or item_id == RUN_ERROR:
         return "process"
-    return _ACTION_TYPE.get(item_id, "mitigate")
+    return ff.hooks.action_types.get(item_id, "mitigate")
 
 
-NOTHING_TO_DO = frozenset({"NONE", "WAIT"})
-"""Action kinds that are no runs to act on: a live lease, a run waiting for a person."""
+def _note(ff: FlowFindings, item: Finding) -> str:
+    """What the flow adds after the item's action (``action_note``), else nothing."""
+    module = ff.module()
+    return "" if module is None else module.action_note(ff, item)
 
 
-def _export_hint(ff: FlowFindings, item: Finding) -> str:
-    kinds = sorted(
-        {str(r["action_kind"]) for r in item.rows if r.get("action_kind")} - NOTHING_TO_DO
-    )
-    if ff.flow != "orphans" or not kinds:
-        return ""
-    folder = Path(ff.rel).parent.as_posix()
-    where = "OUT" if folder == "." else f"OUT/{folder}"
-    return (
-        " (runs to act on: "
-        + ", ".join(code(f"incidentkit actions {where} --kind {k}") for k in kinds)
-        + ")"
-    )
-
-
-def _entries(sources: Sequence[FlowFindings]) -> list[tuple[tuple[str, str], list[Ref]]]:
+def _entries(
+    sources: Sequence[FlowFindings],
+) -> list[tuple[tuple[ActionType, str], list[Ref]]]:
     """Each (type, action) with its proof, by type, then in findings order."""
-    entries: dict[tuple[str, str], list[Ref]] = {}
+    entries: dict[tuple[ActionType, str], list[Ref]] = {}
     for ff in sources:
         if ff.clean:  # nothing to act on
             continue
         for item in ff.findings.items:
             if not item.needs_action:
                 continue
-            if ff.navigates and item.id != "run/error":  # "open, in this order": navigation
+            if ff.navigates and item.id != RUN_ERROR:  # "open, in this order": navigation
                 continue
-            pairs: list[tuple[str | None, str, list[int] | None]]
-            if item.id in _PER_ROW:
+            pairs: list[tuple[ActionType | None, str, list[int] | None]]
+            column = ff.hooks.per_row.get(item.id)
+            if column is not None:
                 pairs = [
-                    (_type(item.id, row), md(str(row[_PER_ROW[item.id]])), [n])
+                    (_type(ff, item.id, row), md(str(row[column])), [n])
                     for n, row in enumerate(item.rows, 1)
-                    if row.get(_PER_ROW[item.id]) and row.get("verdict") != "PRESENT"
+                    if row.get(column) and row.get("verdict") != "PRESENT"
                 ]
             else:
-                pairs = [(_type(item.id), md(item.action) + _export_hint(ff, item), None)]
+                pairs = [(_type(ff, item.id), md(item.action) + _note(ff, item), None)]
             for kind, text, rows in pairs:
                 if kind is None or text.startswith("None"):  # "None: they wait for a person"
                     continue

@@ -2,39 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from typing import get_args
 
 from incidentkit.findings import Finding
-from incidentkit.postmortem.collect import (
-    EVIDENCE_ITEMS,
-    OPEN_ITEM,
-    ORPHAN_ITEMS,
-    FlowFindings,
-    orphaned,
-)
-from incidentkit.postmortem.proof import cite, distinct, item_ref
+from incidentkit.flows.plugin import Role
+from incidentkit.postmortem.collect import EVIDENCE_ITEMS, RUN_ERROR, FlowFindings
+from incidentkit.postmortem.proof import item_ref
 from incidentkit.postmortem.text import TODO, md
 
-_ROLE: Mapping[str, str] = {
-    "latency_cliff/cliff": "Trigger",
-    "latency_cliff/stuck-threads": "Root cause",
-    "latency_cliff/fix": "Mechanism",
-    "latency_cliff/open-invocations": "Effect",
-    "runaway/loops": "Root cause",
-    "runaway/hit-limit": "Effect",
-    "runaway/cost": "Effect",
-    "vanished_state/keys": "Root cause",
-    "session/errors": "Root cause",
-    "orphans/duplicate-effects": "Contributing",
-    "run/error": "Evidence",
-}
-_ROLES = ("Trigger", "Root cause", "Mechanism", "Contributing", "Effect", "Evidence")
+_ROLES: tuple[Role, ...] = get_args(Role)
 
 
-def _role(item: Finding) -> str:
-    if item.id.endswith(EVIDENCE_ITEMS):
+def _role(ff: FlowFindings, item: Finding) -> Role:
+    """The item's role: Evidence for what speaks of the evidence, else as its flow declares
+    (``roles``), else Contributing."""
+    if item.id.endswith(EVIDENCE_ITEMS) or item.id == RUN_ERROR:
         return "Evidence"
-    return _ROLE.get(item.id, "Effect" if item.id in ORPHAN_ITEMS else "Contributing")
+    return ff.hooks.roles.get(item.id, "Contributing")
 
 
 def _said(role: str, item: Finding) -> str:
@@ -57,31 +42,14 @@ def causes(sources: Sequence[FlowFindings]) -> list[str]:
             continue
         lines += ["", f"### {ff.flow} ({ff.findings.verdict.value})", ""]
         items = [i for i in ff.findings.items if i.needs_action]
-        if ff.flow == "orphans" and ff.failed is None:
-            owners, pointers, _ = distinct(ff, ORPHAN_ITEMS, "owner")
-            if owners:
-                lines.append(
-                    f"- **Trigger**: worker(s) {md(', '.join(owners))} stopped while runs were in "
-                    f"flight; their leases ran out (timeline) {cite(pointers)}"
-                )
-                lines.append(
-                    "- **Root cause**: n/a — the evidence shows that the worker stopped, not why "
-                    "(a kill, a deploy, an out-of-memory exit: see the TODO below)"
-                )
-        dead = [row for row in ff.rows(OPEN_ITEM) if orphaned(row)]
-        if ff.flow == "latency_cliff" and dead:
-            owners = sorted({str(row["owner"]) for row in dead if row.get("owner")})
-            whose = f"worker(s) {md(', '.join(owners))}" if owners else "a worker"
-            lines.append(
-                f"- **Trigger**: {whose} stopped while {len(dead)} open invocation(s) were in "
-                "flight: their ledger leases ran out (or their runs were re-driven since); "
-                f"those invocations are orphans, not hangs {item_ref(ff, OPEN_ITEM).text()}"
-            )
+        module = ff.module()
+        if module is not None:
+            lines += module.triggers(ff)
         for role in _ROLES:
             lines += [
                 f"- **{role}**: {_said(role, item)} {item_ref(ff, item.id).text()}"
                 for item in items
-                if _role(item) == role
+                if _role(ff, item) == role
             ]
         if not items:
             lines.append("- Nothing in these findings needs action.")

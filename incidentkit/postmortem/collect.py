@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -12,41 +11,21 @@ import msgspec
 
 from incidentkit.errors import ParameterError
 from incidentkit.findings import Finding, Findings, Verdict, misshapen
+from incidentkit.flows import FLOWS
+from incidentkit.flows.plugin import PostmortemHooks, PostmortemModule
 
-ORPHAN_ITEMS = tuple(
-    f"orphans/{kind}"
-    for kind in (
-        "not-started",
-        "model-inflight",
-        "tool-unanswered",
-        "paused",
-        "actually-done",
-        "unknown",
-    )
-)
-"""The orphans flow's items of orphaned runs, one per orphan class."""
-EVIDENCE_ITEMS = (
-    *("/rejects", "/no-latency-source", "/no-model-calls", "/empty-ledger"),
-    "/evidence-limits",
-)
-"""Endings of the item ids that speak of the evidence, not of the incident."""
-OPEN_ITEM = "latency_cliff/open-invocations"
-"""The latency flow's open invocations: hangs, and the orphans of a dead worker."""
-
-
-def orphaned(row: Mapping[str, Any]) -> bool:
-    """Whether an open invocation's worker died (``orphaned``; findings written before that
-    field: ``lease_expired``): an orphan, not a hang that holds a thread."""
-    return row.get("orphaned", row.get("lease_expired")) is True
-
+EVIDENCE_ITEMS = ("/rejects", "/evidence-limits")
+"""Endings of the item ids that speak of the evidence, not of the incident, in every flow (a
+flow declares its own such items Evidence: ``roles``)."""
+RUN_ERROR = "run/error"
+"""The item of a run that stopped before its verdict (``incidentkit.runner.failed_findings``)."""
 
 RUN_ALL_SCHEMA = "incidentkit.run-all/v1"
 """The schema of ``run all``'s ``summary.json`` (``incidentkit.batch.SUMMARY_SCHEMA``)."""
 MAX_TIMEOUT_S = 366 * 86400.0
 """The longest ``client_timeout_s`` the draft computes with (a year); longer is not read."""
-NAVIGATION_FLOWS = frozenset({"overview"})
-"""Flows whose findings point to the other flows (which to open first), not to a fix: the draft
-leaves them out of the root cause, the detection and the action items."""
+_NO_HOOKS = PostmortemHooks()
+"""The hooks of a flow that declares none."""
 
 
 @dataclass(frozen=True)
@@ -62,14 +41,25 @@ class FlowFindings:
         return self.findings.flow
 
     @property
+    def hooks(self) -> PostmortemHooks:
+        """What the flow declares to the draft (:data:`incidentkit.flows.FLOWS`); a flow the
+        registry does not know, or one declaring nothing, gets the defaults."""
+        flow = FLOWS.get(self.flow)
+        return _NO_HOOKS if flow is None or flow.postmortem is None else flow.postmortem
+
+    def module(self) -> PostmortemModule | None:
+        """The flow's postmortem module (imported on first use), else None."""
+        return self.hooks.functions()
+
+    @property
     def failed(self) -> Finding | None:
-        """The ``run/error`` item of a run that stopped before its verdict, else None."""
-        return next((i for i in self.findings.items if i.id == "run/error"), None)
+        """The :data:`RUN_ERROR` item of a run that stopped before its verdict, else None."""
+        return next((i for i in self.findings.items if i.id == RUN_ERROR), None)
 
     @property
     def navigates(self) -> bool:
-        """Whether the flow is a triage card (:data:`NAVIGATION_FLOWS`), not a diagnosis."""
-        return self.flow in NAVIGATION_FLOWS
+        """Whether the flow declares it is a triage card (``navigates``), not a diagnosis."""
+        return self.hooks.navigates
 
     @property
     def clean(self) -> bool:

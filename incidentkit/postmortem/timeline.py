@@ -1,4 +1,5 @@
-"""The Timeline section: the evidence window, as_of and every dated row, merged across flows."""
+"""The Timeline section: the evidence window, as_of and every dated row, merged across flows
+(each flow's postmortem module dates its rows: ``timeline``)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from typing import Any
 
 import pandas as pd
 
-from incidentkit.postmortem.collect import ORPHAN_ITEMS, FlowFindings, orphaned
+from incidentkit.postmortem.collect import FlowFindings
 from incidentkit.postmortem.proof import Dated, Ref, cite, dated, item_ref
-from incidentkit.postmortem.text import TODO, iso, md, ms, time, utc
+from incidentkit.postmortem.text import TODO, iso, md, time, utc
 
 
 @dataclass(frozen=True)
@@ -65,11 +66,13 @@ def _edges(sources: Sequence[FlowFindings]) -> list[tuple[int, Moment]]:
 
 
 def _moments(ff: FlowFindings) -> list[Moment]:
-    """The flow's dated rows (none for a run that stopped before its verdict)."""
-    return [] if ff.failed is not None else _row_moments(ff)
+    """The flow's dated rows (none for a run that stopped before its verdict, or of a flow
+    without a postmortem module)."""
+    module = None if ff.failed is not None else ff.module()
+    return [] if module is None else module.timeline(ff)
 
 
-def _grouped(
+def grouped(
     ff: FlowFindings,
     item_ids: Sequence[str],
     column: str,
@@ -96,90 +99,18 @@ def _grouped(
     return moments
 
 
-def _row_moments(ff: FlowFindings) -> list[Moment]:
-    found: list[Moment] = []
-    if ff.flow == "latency_cliff":
-        found += _grouped(
-            ff,
-            ["latency_cliff/cliff"],
-            "at",
-            lambda r: (
-                f"latency cliff: p95 {ms(r.get('p95_before_ms'))} → "
-                f"{ms(r.get('p95_after_ms'))} (first bucket after the change point)"
-            ),
-        )
-        found += _grouped(
-            ff,
-            ["latency_cliff/open-invocations"],
-            "started_at",
-            _open_text,
-            by=_role,
-        )
-    elif ff.flow == "orphans":
-        found += _grouped(
-            ff,
-            ORPHAN_ITEMS,
-            "lease_until",
-            lambda r: (
-                f"the lease of orphaned run {r.get('run_id')} ({r.get('orphan_class')}) "
-                f"held by {r.get('owner')} runs out: that worker had stopped renewing it"
-            ),
-            by="owner",
-        )
-    elif ff.flow in ("vanished_state", "session"):
-        overlaps = f"{ff.flow}/overlapping-invocations"
-        found += _grouped(
-            ff,
-            [overlaps],
-            "b_start",
-            lambda r: (
-                f"invocation {r.get('invocation_b')} starts on session {r.get('session_id')} "
-                f"while {r.get('invocation_a')} runs "
-                f"({utc(r.get('a_start'))} – {utc(r.get('a_end'))})"
-            ),
-        )
-        if ff.flow == "session":
-            found += _grouped(
-                ff,
-                ["session/errors"],
-                "ts",
-                lambda r: (
-                    f"error {r.get('kind')} {r.get('error_code') or ''} in invocation "
-                    f"{r.get('invocation_id')}".replace("  ", " ")
-                ),
-            )
-    return found
-
-
-_DEAD = {
-    "lease_expired": "its ledger lease expired",
-    "redriven": "its run was re-driven since",
-    "session_silent": "its session went silent while others went on; presumed",
-}
-"""An orphan's ``orphan_reason`` in words."""
-
-
-def _role(row: dict[str, Any]) -> str:
-    """An open invocation's role: ``orphan`` when its worker died (``orphaned``; findings
-    written before that field: ``lease_expired``), else ``hang``."""
-    return "orphan" if orphaned(row) else "hang"
-
-
-def _open_text(row: dict[str, Any]) -> str:
-    """An open invocation's start: a hang still holds its thread; an orphan's worker died."""
-    last = f"last event {row.get('last_event_kind')}" + (
-        f" on {row['tool']}" if row.get("tool") else ""
-    )
-    if _role(row) == "orphan":
-        owner = f" ({row['owner']})" if row.get("owner") else ""
-        why = _DEAD.get(str(row.get("orphan_reason")), _DEAD["lease_expired"])
-        return (
-            f"invocation {row.get('invocation_id')} starts on a worker{owner} that died before "
-            f"it finished ({why}); orphaned, {last}"
-        )
-    return (
-        f"invocation {row.get('invocation_id')} starts; still open at as_of "
-        f"({row.get('open_for_s')} s), {last}"
+def overlaps(ff: FlowFindings, item_id: str) -> list[Moment]:
+    """A moment per overlapping invocation of ``item_id`` (rows with ``invocation_a`` and
+    ``_b``, ``a_start``, ``a_end``, ``b_start``, ``session_id``): when the second started."""
+    return grouped(
+        ff,
+        [item_id],
+        "b_start",
+        lambda r: (
+            f"invocation {r.get('invocation_b')} starts on session {r.get('session_id')} "
+            f"while {r.get('invocation_a')} runs "
+            f"({utc(r.get('a_start'))} – {utc(r.get('a_end'))})"
+        ),
     )
 
 
@@ -194,9 +125,9 @@ def timeline(sources: Sequence[FlowFindings]) -> list[str]:
         f"| {iso(at)} | {md(text)} | {cite(proof) or '—'} |"
         for (at, _, text), proof in sorted(merged.items(), key=lambda e: e[0])
     ]
-    silent = [ff.flow for ff in sources if ff.flow == "runaway" and ff.failed is None]
+    silent = sorted({ff.flow for ff in sources if not ff.hooks.timed and ff.failed is None})
     if silent:
-        lines += ["", "The runaway findings carry no times (counts only)."]
+        lines += ["", f"The {', '.join(silent)} findings carry no times (counts only)."]
     return [
         *lines,
         "",

@@ -14,12 +14,9 @@ from incidentkit.findings import (
     ROW_LIMIT,
     Finding,
     Findings,
-    Provenance,
     Severity,
-    iso_text,
-    rejects_item,
+    build_findings,
     rows_of,
-    verdict_of,
 )
 from incidentkit.flows._resume import resumed_item, run_twice_item
 from incidentkit.flows.latency_cliff.fixes import fix_text
@@ -277,10 +274,7 @@ def latency_findings(
     owner, a disagreement, lock contention, a call run again after a crash that the journal
     shows ran twice or cannot tell); else CLEAN.
     """
-    rejects = rejects if rejects is not None else pd.DataFrame()
     items: list[Finding] = []
-    if len(rejects):
-        items.append(rejects_item(FLOW, rejects, limit=row_limit))
     if report.source is None:
         items.append(
             Finding(
@@ -344,9 +338,16 @@ def latency_findings(
         "source_disagreements": len(disagree),
         "resumed_invocations": len(report.resumed),
         "calls_run_twice": len(report.calls_run_twice),
-        "rejects": len(rejects),
     }
-    incomplete = len(rejects) > 0 or report.source is None
-    verdict = verdict_of(items, incomplete=incomplete)
-    provenance = Provenance(title, window, iso_text(report.as_of), dict(parameters or {}))
-    return Findings(FLOW, verdict, summary, tuple(items), provenance)
+    return build_findings(
+        FLOW,
+        items,
+        summary,
+        rejects=rejects,
+        incomplete=report.source is None,
+        title=title,
+        window=window,
+        as_of=report.as_of,
+        parameters=parameters,
+        row_limit=row_limit,
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from incidentkit.flows.plugin import EvidenceLimits, Flow
+from incidentkit.flows.plugin import EvidenceLimits, Flow, PostmortemHooks
 
 FLOW = Flow(
     name="latency_cliff",
@@ -23,5 +23,24 @@ FLOW = Flow(
             "plugin; run times are the plugin's latency_ms"
         ),
         table_limits=("dropped",),
+    ),
+    postmortem=PostmortemHooks(
+        module="incidentkit.flows.latency_cliff.postmortem",
+        roles={
+            "latency_cliff/cliff": "Trigger",
+            "latency_cliff/stuck-threads": "Root cause",
+            "latency_cliff/fix": "Mechanism",
+            "latency_cliff/open-invocations": "Effect",
+            "latency_cliff/no-latency-source": "Evidence",
+        },
+        action_types={
+            "latency_cliff/cliff": None,  # "find what they wait on": the flow did
+            "latency_cliff/stuck-threads": None,  # "apply the fix below"
+            "latency_cliff/open-invocations": "mitigate",
+            "latency_cliff/fix": "prevent",
+            "latency_cliff/source-disagreements": "process",
+            "latency_cliff/no-latency-source": "process",
+        },
+        per_row={"latency_cliff/fix": "change"},
     ),
 )

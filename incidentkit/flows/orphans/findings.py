@@ -11,11 +11,9 @@ from incidentkit.findings import (
     ROW_LIMIT,
     Finding,
     Findings,
-    Provenance,
     Severity,
-    iso_text,
+    build_findings,
     rows_of,
-    verdict_of,
 )
 from incidentkit.flows._resume import run_twice_item
 from incidentkit.flows.orphans.triage import Action, JournalVerdict, OrphanReport
@@ -217,7 +215,6 @@ def orphan_findings(
         "rejects": 0 if rejects is None else len(rejects),
     }
     incomplete = report.ledger_runs == 0 or counts["UNKNOWN"] > 0 or summary["rejects"] > 0
-    verdict = verdict_of(items, incomplete=incomplete)
     parameters = {
         **({"app_name": app_name} if app_name is not None else {}),
         "as_of": report.as_of,
@@ -226,8 +223,18 @@ def orphan_findings(
         "attempts_cap": report.attempts_cap,
         **({"settings_from": dict(settings_from)} if settings_from else {}),
     }
-    provenance = Provenance(title, window, iso_text(report.as_of), parameters)
-    return Findings("orphans", verdict, summary, tuple(items), provenance)
+    return build_findings(  # its rejects item is among its own (None here: not twice)
+        "orphans",
+        items,
+        summary,
+        rejects=None,
+        incomplete=incomplete,
+        title=title,
+        window=window,
+        as_of=report.as_of,
+        parameters=parameters,
+        row_limit=row_limit,
+    )
 
 
 def _named(values: pd.Series, limit: int = NAMED) -> str:

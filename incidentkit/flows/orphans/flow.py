@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-from incidentkit.flows.plugin import EvidenceLimits, Flow
+from incidentkit.flows.plugin import EvidenceLimits, Flow, PostmortemHooks
+
+ORPHAN_ITEMS = tuple(
+    f"orphans/{kind}"
+    for kind in (
+        "not-started",
+        "model-inflight",
+        "tool-unanswered",
+        "paused",
+        "actually-done",
+        "unknown",
+    )
+)
+"""The items of orphaned runs, one per orphan class: the effect of a worker that stopped."""
 
 FLOW = Flow(
     name="orphans",
@@ -34,5 +47,14 @@ FLOW = Flow(
             "not a run that died; calls pair with answers by name and order"
         ),
         table_limits=("dropped", "call_ids"),
+    ),
+    postmortem=PostmortemHooks(
+        module="incidentkit.flows.orphans.postmortem",
+        roles={
+            **dict.fromkeys(ORPHAN_ITEMS, "Effect"),
+            "orphans/duplicate-effects": "Contributing",
+            "orphans/empty-ledger": "Evidence",
+        },
+        action_types={"orphans/empty-ledger": "process"},
     ),
 )

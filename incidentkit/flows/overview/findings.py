@@ -16,12 +16,9 @@ from incidentkit.findings import (
     ROW_LIMIT,
     Finding,
     Findings,
-    Provenance,
     Severity,
-    iso_text,
-    rejects_item,
+    build_findings,
     rows_of,
-    verdict_of,
 )
 from incidentkit.flows.overview.card import SYMPTOMS
 from incidentkit.flows.overview.growth import ADVICE, leaking_classes
@@ -202,10 +199,7 @@ def overview_findings(
     Verdict: INCOMPLETE_EVIDENCE when rows of the sources were rejected; else ACTION_NEEDED
     when a line of the card is CRITICAL or WARNING; else CLEAN.
     """
-    rejects = rejects if rejects is not None else pd.DataFrame()
     items: list[Finding] = []
-    if len(rejects):
-        items.append(rejects_item(FLOW, rejects, limit=row_limit))
     symptom = _symptom(report)
     if symptom is not None:
         items.append(symptom)
@@ -218,8 +212,16 @@ def overview_findings(
         "checks": len(report.card),
         **{s.lower(): int(counts.get(s, 0)) for s in ("CRITICAL", "WARNING", "INFO")},
         "not_checked": int(counts.get("NOT_CHECKED", 0)),
-        "rejects": len(rejects),
     }
-    verdict = verdict_of(items, incomplete=len(rejects) > 0 or _unexamined(report))
-    provenance = Provenance(title, window, iso_text(report.as_of), dict(parameters or {}))
-    return Findings(FLOW, verdict, summary, tuple(items), provenance)
+    return build_findings(
+        FLOW,
+        items,
+        summary,
+        rejects=rejects,
+        incomplete=_unexamined(report),
+        title=title,
+        window=window,
+        as_of=report.as_of,
+        parameters=parameters,
+        row_limit=row_limit,
+    )

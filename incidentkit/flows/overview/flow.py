@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from incidentkit.flows.plugin import EvidenceLimits, Flow
+from incidentkit.flows.plugin import EvidenceLimits, Flow, PostmortemHooks
 
 FLOW = Flow(
     name="overview",
@@ -25,4 +25,5 @@ FLOW = Flow(
         table_means="its card lines rest on the rows the plugin did not drop",
         table_limits=("dropped", "redacted"),
     ),
+    postmortem=PostmortemHooks(navigates=True),  # "open, in this order": no diagnosis
 )

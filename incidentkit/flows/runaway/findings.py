@@ -15,12 +15,9 @@ from incidentkit.findings import (
     ROW_LIMIT,
     Finding,
     Findings,
-    Provenance,
     Severity,
-    iso_text,
-    rejects_item,
+    build_findings,
     rows_of,
-    verdict_of,
 )
 from incidentkit.flows._text import join_text, json_text
 from incidentkit.flows.runaway.limits import DEFAULT_FROM
@@ -282,10 +279,7 @@ def runaway_findings(
     empty or no source counts a model call; else ACTION_NEEDED when an invocation hit the
     limit or looped, or the configured limit is far above the recommendation; else CLEAN.
     """
-    rejects = rejects if rejects is not None else pd.DataFrame()
     items: list[Finding] = []
-    if len(rejects):
-        items.append(rejects_item(FLOW, rejects, limit=row_limit))
     if report.source is None:
         items.append(
             Finding(
@@ -330,13 +324,21 @@ def runaway_findings(
         "runaway_tokens": int(report.cost["tokens"].fillna(0).sum()),
         "compaction_tokens": report.compaction_tokens,
         "source_disagreements": len(differ),
-        "rejects": len(rejects),
+        "rejects": 0 if rejects is None else len(rejects),
     }
     if report.configured_from != DEFAULT_FROM:  # known, not ADK's default assumed
         summary["configured_max_llm_calls"] = report.configured
     if report.recommended is not None:
         summary["recommended_max_llm_calls"] = report.recommended
-    incomplete = len(rejects) > 0 or report.source is None
-    verdict = verdict_of(items, incomplete=incomplete)
-    provenance = Provenance(title, window, iso_text(report.as_of), dict(parameters or {}))
-    return Findings(FLOW, verdict, summary, tuple(items), provenance)
+    return build_findings(
+        FLOW,
+        items,
+        summary,
+        rejects=rejects,
+        incomplete=report.source is None,
+        title=title,
+        window=window,
+        as_of=report.as_of,
+        parameters=parameters,
+        row_limit=row_limit,
+    )

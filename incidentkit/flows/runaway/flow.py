@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from incidentkit.flows.plugin import EvidenceLimits, Flow
+from incidentkit.flows.plugin import EvidenceLimits, Flow, PostmortemHooks
 
 FLOW = Flow(
     name="runaway",
@@ -23,5 +23,22 @@ FLOW = Flow(
             "LLM_REQUEST with no response, and not counted"
         ),
         table_limits=("dropped",),
+    ),
+    postmortem=PostmortemHooks(
+        module="incidentkit.flows.runaway.postmortem",
+        roles={
+            "runaway/loops": "Root cause",
+            "runaway/hit-limit": "Effect",
+            "runaway/cost": "Effect",
+            "runaway/no-model-calls": "Evidence",
+        },
+        action_types={
+            "runaway/hit-limit": "prevent",
+            "runaway/loops": "prevent",
+            "runaway/model-calls": "prevent",
+            "runaway/source-disagreements": "process",
+            "runaway/no-model-calls": "process",
+        },
+        timed=False,
     ),
 )

@@ -15,12 +15,9 @@ from incidentkit.findings import (
     ROW_LIMIT,
     Finding,
     Findings,
-    Provenance,
     Severity,
-    iso_text,
-    rejects_item,
+    build_findings,
     rows_of,
-    verdict_of,
 )
 from incidentkit.flows._markers import without_marker_invocations
 from incidentkit.flows.session.errors import ALERT, COUNT_COLUMNS, EVENT_KIND
@@ -160,10 +157,7 @@ def session_findings(
     Verdict: INCOMPLETE_EVIDENCE when ``rejects`` is not empty; else ACTION_NEEDED when errors
     vanished or were logged, or invocations overlapped on the session; else CLEAN.
     """
-    rejects = rejects if rejects is not None else pd.DataFrame()
     items: list[Finding] = []
-    if len(rejects):
-        items.append(rejects_item(FLOW, rejects, limit=row_limit))
     items.append(_errors(report, row_limit))
     for item in (_counts(report, row_limit), _overlaps(report, row_limit)):
         if item is not None:
@@ -181,8 +175,16 @@ def session_findings(
         "overlapping_invocations": len(report.overlaps),
         **{name: int(report.dump["kind"].eq(kind).sum()) for name, kind in MARKER_COUNTS.items()},
         "rewound_events": int(report.dump["rewound_by"].notna().sum()),
-        "rejects": len(rejects),
     }
-    verdict = verdict_of(items, incomplete=len(rejects) > 0)
-    provenance = Provenance(title, window, iso_text(report.as_of), dict(parameters or {}))
-    return Findings(FLOW, verdict, summary, tuple(items), provenance)
+    return build_findings(
+        FLOW,
+        items,
+        summary,
+        rejects=rejects,
+        incomplete=False,
+        title=title,
+        window=window,
+        as_of=report.as_of,
+        parameters=parameters,
+        row_limit=row_limit,
+    )

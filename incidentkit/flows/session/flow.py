@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from incidentkit.flows.plugin import EvidenceLimits, Flow
+from incidentkit.flows.plugin import EvidenceLimits, Flow, PostmortemHooks
 
 FLOW = Flow(
     name="session",
@@ -32,5 +32,13 @@ FLOW = Flow(
             "rewind events are not in the table"
         ),
         table_limits=("redacted", "dropped", "truncated", "markers"),
+    ),
+    postmortem=PostmortemHooks(
+        module="incidentkit.flows.session.postmortem",
+        roles={"session/errors": "Root cause"},
+        action_types={
+            "session/overlapping-invocations": "prevent",
+            "session/errors": "process",
+        },
     ),
 )

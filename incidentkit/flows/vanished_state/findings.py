@@ -15,12 +15,9 @@ from incidentkit.findings import (
     ROW_LIMIT,
     Finding,
     Findings,
-    Provenance,
     Severity,
-    iso_text,
-    rejects_item,
+    build_findings,
     rows_of,
-    verdict_of,
 )
 from incidentkit.flows.vanished_state.overlaps import FIX as OVERLAP_FIX
 from incidentkit.flows.vanished_state.triage import VanishedReport
@@ -167,10 +164,7 @@ def vanished_state_findings(
     or the replay differs from the stored state; else CLEAN (every key present: the bug is on
     the read side).
     """
-    rejects = rejects if rejects is not None else pd.DataFrame()
     items: list[Finding] = []
-    if len(rejects):
-        items.append(rejects_item(FLOW, rejects, limit=row_limit))
     items.append(_keys(report, row_limit))
     overlap = _overlaps(report, row_limit)
     if overlap is not None:
@@ -182,8 +176,16 @@ def vanished_state_findings(
         **{v.value.lower(): int(counts.get(v.value, 0)) for v in KeyVerdict},
         "overlapping_invocations": len(report.overlaps),
         "replay_differences": len(report.differences),
-        "rejects": len(rejects),
     }
-    verdict = verdict_of(items, incomplete=len(rejects) > 0)
-    provenance = Provenance(title, window, iso_text(report.as_of), dict(parameters or {}))
-    return Findings(FLOW, verdict, summary, tuple(items), provenance)
+    return build_findings(
+        FLOW,
+        items,
+        summary,
+        rejects=rejects,
+        incomplete=False,
+        title=title,
+        window=window,
+        as_of=report.as_of,
+        parameters=parameters,
+        row_limit=row_limit,
+    )

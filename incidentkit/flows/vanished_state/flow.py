@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from incidentkit.flows.plugin import EvidenceLimits, Flow
+from incidentkit.flows.plugin import EvidenceLimits, Flow, PostmortemHooks
 
 FLOW = Flow(
     name="vanished_state",
@@ -35,5 +35,15 @@ FLOW = Flow(
             "session state logged around it, and deltas of dropped rows are lost"
         ),
         table_limits=("redacted", "user_delta", "dropped"),
+    ),
+    postmortem=PostmortemHooks(
+        module="incidentkit.flows.vanished_state.postmortem",
+        roles={"vanished_state/keys": "Root cause"},
+        action_types={
+            "vanished_state/keys": "prevent",
+            "vanished_state/overlapping-invocations": "prevent",
+            "vanished_state/replayed-state": "process",
+        },
+        per_row={"vanished_state/keys": "fix"},
     ),
 )
