@@ -553,7 +553,7 @@ def stream_frames(
         if conninfo is None:
             yield pd.read_sql(statement, conn, dtype=object)
             return
-        query, params = _arrow_statement(statement)
+        query, params = _arrow_statement(conn, statement)
         yield from _arrow_frames(conninfo, query, params, rows)
 
 
@@ -571,20 +571,38 @@ def _conninfo(engine: Engine, options: str) -> str:
     return make_conninfo("", **{**plain, "options": options})
 
 
-def _arrow_statement(statement: sa.Select[Any]) -> tuple[str, tuple[Any, ...]]:
+def _arrow_statement(conn: Connection, statement: sa.Select[Any]) -> tuple[str, tuple[Any, ...]]:
     """``statement`` with each selected column cast to text, in PostgreSQL's ``$n`` style,
-    and its bound values in that order."""
-    from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
+    and its bound values in that order.
 
+    The statement is compiled as psycopg takes it (``%(name)s`` binds, every other ``%``
+    doubled, identifiers and literals included), and Python's own ``%`` formatting, the rule
+    psycopg applies, turns each bind into its number: a name or text that looks like a bind
+    (a column called ``%(app_name)s`` or ``$1``) stays what it is. SQLAlchemy's own
+    ``numeric_dollar`` rendering rewrites such a quoted name (seen with SQLAlchemy 2.1).
+    """
     as_text = [
         sa.cast(col, sa.Text()).label(name) for name, col in statement.selected_columns.items()
     ]
-    dialect = PGDialect_psycopg(paramstyle="numeric_dollar")  # type: ignore[no-untyped-call]
     compiled = statement.with_only_columns(*as_text, maintain_column_froms=True).compile(
-        dialect=dialect, compile_kwargs={"render_postcompile": True}
+        dialect=conn.dialect, compile_kwargs={"render_postcompile": True}
     )
-    params = compiled.params
-    return compiled.string, tuple(params[name] for name in compiled.positiontup or ())
+    numbers = _Numbered()
+    query = compiled.string % numbers
+    return query, tuple(compiled.params[name] for name in numbers.order)
+
+
+class _Numbered(dict[str, str]):
+    """``$1``, ``$2``, ... for bind names in the order ``%`` formatting first asks for them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.order: list[str] = []
+
+    def __missing__(self, name: str) -> str:
+        self.order.append(name)
+        self[name] = f"${len(self.order)}"
+        return self[name]
 
 
 _BATCH_OPTION = "adbc.postgresql.batch_size_hint_bytes"
