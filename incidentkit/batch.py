@@ -45,7 +45,6 @@ from incidentkit.stopping import Interrupted
 SUMMARY_SCHEMA = "incidentkit.run-all/v1"
 SUMMARY_PARAMETER = "summary_path"
 """A notebook parameter naming ``OUT/summary.json``: its flow runs after every other flow."""
-_SEVERITY_RANK = {"CRITICAL": 0, "WARNING": 1, "INFO": 2}
 
 
 @dataclass(frozen=True)
@@ -381,7 +380,7 @@ def _top_finding(path: Path) -> dict[str, Any] | None:
         return None
     if not items:
         return None
-    top = min(items, key=lambda item: _SEVERITY_RANK[item.severity.value])
+    top = min(items, key=lambda item: item.severity.rank)
     return _finding_dict(top)
 
 

@@ -54,6 +54,18 @@ class Severity(enum.StrEnum):
     WARNING = "WARNING"
     CRITICAL = "CRITICAL"
 
+    @property
+    def rank(self) -> int:
+        """Its place when findings are read most urgent first: CRITICAL 0, WARNING 1, INFO 2."""
+        return _SEVERITY_RANK[self]
+
+
+_SEVERITY_RANK: Mapping[Severity, int] = {
+    Severity.CRITICAL: 0,
+    Severity.WARNING: 1,
+    Severity.INFO: 2,
+}
+
 
 @dataclass(frozen=True)
 class Finding:

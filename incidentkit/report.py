@@ -31,7 +31,6 @@ VERDICT_WORDS = {
     "ACTION_NEEDED": "Action needed: what to do first is listed below, most urgent first.",
     "INCOMPLETE_EVIDENCE": "Evidence incomplete: fix the sources before trusting a verdict.",
 }
-SEVERITY_ORDER = {"CRITICAL": 0, "WARNING": 1, "INFO": 2}
 
 
 MISSING = "—"
@@ -159,7 +158,7 @@ def findings_markdown(findings: Findings, *, limit: int = 10) -> str:
         head.append(f"- as of (UTC): {m(evidence.as_of)}")
     counts = ", ".join(f"{k} {v}" for k, v in findings.summary.items() if v)
     head += [f"- counts: {m(counts or 'none')}", ""]
-    items = sorted(findings.items, key=lambda f: SEVERITY_ORDER[f.severity.value])
+    items = sorted(findings.items, key=lambda f: f.severity.rank)
     body = [finding_markdown(item, limit=limit) for item in items]
     return "\n".join(head) + "\n" + "\n\n".join(body) + "\n"
 
@@ -269,7 +268,7 @@ def summary_html(findings: Findings, *, actions: int = 5) -> str:
     facts.append(("counts", counts or MISSING))
     todo = sorted(
         (item for item in findings.items if item.needs_action),
-        key=lambda f: SEVERITY_ORDER[f.severity.value],
+        key=lambda f: f.severity.rank,
     )[:actions]
     colour = VERDICT_COLOURS[findings.verdict.value]
     parts = [

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from incidentkit import cache, outputs, stopping
-from incidentkit.errors import NotebookError, ParameterError, exit_code_of
+from incidentkit.errors import Exit, NotebookError, ParameterError, exit_code_of
 from incidentkit.findings import Finding, Findings, Provenance, Severity, Verdict
 from incidentkit.flows import FLOWS
 from incidentkit.manifest import (
@@ -45,7 +45,12 @@ def _notebooks() -> Path:
 
 
 NOTEBOOKS = _notebooks()
-VERDICT_EXIT = {"CLEAN": 0, "ACTION_NEEDED": 1, "INCOMPLETE_EVIDENCE": 2}
+VERDICT_EXIT: Mapping[Verdict, Exit] = {
+    Verdict.CLEAN: Exit.CLEAN,
+    Verdict.ACTION_NEEDED: Exit.ACTION_NEEDED,
+    Verdict.INCOMPLETE_EVIDENCE: Exit.INCOMPLETE_EVIDENCE,
+}
+"""The exit code of a flow's run, by the verdict its findings record."""
 KERNEL = "incidentkit-python"
 
 
@@ -406,14 +411,14 @@ def run_flow(
     if failure is not None:
         code, message = failure
         return RunResult(code, executed, html, findings, "INCOMPLETE_EVIDENCE", message)
-    verdict = Findings.read(findings).verdict.value if findings.is_file() else None
-    if verdict not in VERDICT_EXIT:
+    if not findings.is_file():
         raise NotebookError(
             "the notebook recorded no findings",
             value=str(findings),
             fix="the notebook's last cell must call report.record(findings, findings_path)",
         )
-    return RunResult(VERDICT_EXIT[verdict], executed, html, findings, verdict)
+    verdict = Findings.read(findings).verdict
+    return RunResult(VERDICT_EXIT[verdict], executed, html, findings, verdict.value)
 
 
 def notebook_failure(executed: Path) -> tuple[int, str] | None:

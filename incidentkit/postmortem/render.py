@@ -20,7 +20,6 @@ from incidentkit.postmortem.timeline import timeline
 
 FORMATS = ("md", "html")
 """The formats of a draft."""
-_SEVERITY = {"CRITICAL": 0, "WARNING": 1}
 
 
 def _title(sources: Sequence[FlowFindings]) -> str:
@@ -74,7 +73,7 @@ def _summary(sources: Sequence[FlowFindings]) -> list[str]:
     for ff in sources:
         top = sorted(
             (i for i in ff.findings.items if i.needs_action),
-            key=lambda i: _SEVERITY.get(i.severity.value, 2),
+            key=lambda i: i.severity.rank,
         )[:3]
         said = "; ".join(md(i.title) for i in top) or "nothing needs action"
         lines.append(
