@@ -1,9 +1,10 @@
 """What a flow is to the rest of the kit: :class:`Flow`, declared in its folder's ``flow.py``.
 
-A flow's folder says everything the runner, the CLI, ``run all``, the evidence limits and the
-postmortem draft need to know of it (:data:`incidentkit.flows.FLOWS` collects them); nothing
-outside the folder names the flow. Declaring one imports none of the flow's code: its modules
-load when its notebook runs, its postmortem module when a draft is written.
+A flow's folder says everything the runner, the CLI, ``run all``, the evidence limits, the
+triage card and the postmortem draft need to know of it (:data:`incidentkit.flows.FLOWS`
+collects them); nothing outside the folder names the flow. Declaring one imports none of the
+flow's code: its modules load when its notebook runs, its card checks when a card is built, its
+postmortem module when a draft is written.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, cast
 
 if TYPE_CHECKING:
     from incidentkit.findings import Finding
+    from incidentkit.flows.card_lines import CardContext, CardLine
     from incidentkit.postmortem.collect import FlowFindings
     from incidentkit.postmortem.impact import Claim
     from incidentkit.postmortem.timeline import Moment
@@ -115,6 +117,36 @@ class PostmortemHooks:
         return None if self.module is None else cast(PostmortemModule, import_module(self.module))
 
 
+class CardCheck(Protocol):
+    """A flow's cheap check: the card's lines for one app (:mod:`incidentkit.flows.card_lines`)."""
+
+    def __call__(self, context: CardContext) -> list[CardLine]: ...
+
+
+@dataclass(frozen=True)
+class CardChecks:
+    """A flow's cheap check on the triage card (:mod:`incidentkit.flows.overview.card`): a
+    function of its folder that gives the lines of :attr:`checks` on one app's frames.
+
+    The card imports its module only when it is built. A check that raises an
+    :class:`~incidentkit.errors.IncidentkitError` (odd evidence) is a NOT_CHECKED line for each of
+    :attr:`checks`, naming the error, and the card goes on.
+    """
+
+    checks: tuple[str, ...]
+    """The checks its lines are (each in :data:`incidentkit.flows.overview.card.CHECKS`, whose
+    order the card keeps among lines of one severity)."""
+    module: str
+    """The dotted path of the module that defines it, imported only when a card is built."""
+    function: str = "card_lines"
+    """The :class:`CardCheck` function's name in :attr:`module`."""
+
+    def lines(self, context: CardContext) -> list[CardLine]:
+        """Its lines on ``context``, its module imported now."""
+        check = cast(CardCheck, getattr(import_module(self.module), self.function))
+        return check(context)
+
+
 @dataclass(frozen=True)
 class Flow:
     """One triage flow as the runner, the CLI, the evidence limits and the postmortem know it."""
@@ -136,3 +168,5 @@ class Flow:
     """What it concludes on evidence that lost facts."""
     postmortem: PostmortemHooks | None = None
     """What it is to a postmortem draft; None: its findings reach one as an unknown flow's do."""
+    card: tuple[CardChecks, ...] = ()
+    """Its cheap checks on the triage card, each run apart; empty: the card has no line for it."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from incidentkit.flows.plugin import EvidenceLimits, Flow, PostmortemHooks
+from incidentkit.flows.plugin import CardChecks, EvidenceLimits, Flow, PostmortemHooks
 
 FLOW = Flow(
     name="latency_cliff",
@@ -42,5 +42,11 @@ FLOW = Flow(
             "latency_cliff/no-latency-source": "process",
         },
         per_row={"latency_cliff/fix": "change"},
+    ),
+    card=(
+        CardChecks(
+            checks=("open-past-timeout", "latency-cliff", "dead-worker"),
+            module="incidentkit.flows.latency_cliff.card",
+        ),
     ),
 )

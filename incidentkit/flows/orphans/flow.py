@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from incidentkit.flows.plugin import EvidenceLimits, Flow, PostmortemHooks
+from incidentkit.flows.plugin import CardChecks, EvidenceLimits, Flow, PostmortemHooks
 
 ORPHAN_ITEMS = tuple(
     f"orphans/{kind}"
@@ -57,4 +57,5 @@ FLOW = Flow(
         },
         action_types={"orphans/empty-ledger": "process"},
     ),
+    card=(CardChecks(checks=("orphans",), module="incidentkit.flows.orphans.card"),),
 )

@@ -2,7 +2,9 @@
 check on every app of the incident, ordered by the reported symptom; and slow death, the
 classes that grow between heap histograms.
 
-- ``card``: the checks, :data:`SYMPTOMS` (what each symptom opens first), :func:`triage_card`;
+- ``card``: :data:`SYMPTOMS` (what each symptom opens first), :func:`triage_card` (every
+  flow's declared check, each in its own folder's module);
+- ``jvm_checks``: the overview's own checks, classes that grow and the heap after GC;
 - ``growth``: :func:`growing_classes` between ``jcmd GC.class_histogram`` dumps;
 - ``triage``: :func:`triage_overview` and :class:`OverviewReport`; ``findings``; ``steps``.
 """

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from incidentkit.flows.plugin import EvidenceLimits, Flow, PostmortemHooks
+from incidentkit.flows.plugin import CardChecks, EvidenceLimits, Flow, PostmortemHooks
 
 FLOW = Flow(
     name="overview",
@@ -26,4 +26,16 @@ FLOW = Flow(
         table_limits=("dropped", "redacted"),
     ),
     postmortem=PostmortemHooks(navigates=True),  # "open, in this order": no diagnosis
+    card=(  # the JVM's evidence, not an app's: the overview's own checks
+        CardChecks(
+            checks=("growing-classes",),
+            module="incidentkit.flows.overview.jvm_checks",
+            function="growth_lines",
+        ),
+        CardChecks(
+            checks=("heap-growth",),
+            module="incidentkit.flows.overview.jvm_checks",
+            function="heap_lines",
+        ),
+    ),
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from incidentkit.flows.plugin import EvidenceLimits, Flow, PostmortemHooks
+from incidentkit.flows.plugin import CardChecks, EvidenceLimits, Flow, PostmortemHooks
 
 FLOW = Flow(
     name="runaway",
@@ -41,4 +41,5 @@ FLOW = Flow(
         },
         timed=False,
     ),
+    card=(CardChecks(checks=("over-call-limit",), module="incidentkit.flows.runaway.card"),),
 )

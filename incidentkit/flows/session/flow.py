@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from incidentkit.flows.plugin import EvidenceLimits, Flow, PostmortemHooks
+from incidentkit.flows.plugin import CardChecks, EvidenceLimits, Flow, PostmortemHooks
 
 FLOW = Flow(
     name="session",
@@ -41,4 +41,5 @@ FLOW = Flow(
             "session/errors": "process",
         },
     ),
+    card=(CardChecks(checks=("quiet-errors",), module="incidentkit.flows.session.card"),),
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from incidentkit.flows.plugin import EvidenceLimits, Flow, PostmortemHooks
+from incidentkit.flows.plugin import CardChecks, EvidenceLimits, Flow, PostmortemHooks
 
 FLOW = Flow(
     name="vanished_state",
@@ -45,5 +45,17 @@ FLOW = Flow(
             "vanished_state/replayed-state": "process",
         },
         per_row={"vanished_state/keys": "fix"},
+    ),
+    card=(
+        CardChecks(
+            checks=("state-can-vanish",),
+            module="incidentkit.flows.vanished_state.card",
+            function="state_lines",
+        ),
+        CardChecks(
+            checks=("overlapping-invocations",),
+            module="incidentkit.flows.vanished_state.card",
+            function="overlap_lines",
+        ),
     ),
 )
