@@ -86,7 +86,7 @@ def _memory_case(case: str, n: int) -> tuple[int, float]:
 
     from incidentkit.manifest import Filters
     from incidentkit.sources import adk_events
-    from incidentkit.sources.base import RejectSink
+    from incidentkit.sources.loaded import RejectSink
 
     texts = pd.Series([json.dumps(_event(i)) for i in range(n)], dtype=object)
     meta = pd.DataFrame(
@@ -100,7 +100,7 @@ def _memory_case(case: str, n: int) -> tuple[int, float]:
     gc.collect()
     started = time.perf_counter()
     if case == "decode":
-        gc.disable()  # as the kit decodes (sources.base.bulk_decoding)
+        gc.disable()  # as the kit decodes (sources.process_memory.bulk_decoding)
         return len(list(map(msgspec.json.Decoder().decode, texts))), started
     adk_events.TYPED = case == "kit"
     batch = adk_events.Batch(texts, meta, adk_events.JAVA_JSON)

@@ -409,9 +409,9 @@ def blocks(path: Path, size: int = BLOCK) -> Iterator[Lines]:
 
 def odd_records(lines: Lines, rows: Any, sink: Any) -> tuple[list[str], list[str], list[int]]:
     """Texts, locations and positions of the odd lines ``rows`` as the kit's line reader
-    hands them over (``base.iter_lines`` and ``iter_json_line_chunks(decode=False)``): a
+    hands them over (``evidence_files.iter_lines`` and ``iter_json_line_chunks(decode=False)``): a
     line-level reject goes to ``sink``, a blank line is skipped."""
-    from incidentkit.sources import base
+    from incidentkit.sources import evidence_files, json_files
 
     texts, locations, positions = [], [], []
     name = lines.path.name
@@ -419,7 +419,7 @@ def odd_records(lines: Lines, rows: Any, sink: Any) -> tuple[list[str], list[str
         raw = lines.raw(i)
         location = f"{name}:{i + 1}"
         if len(raw) > MAX_LINE:
-            base._reject_line(
+            evidence_files._reject_line(
                 sink, lines.path, i + 1, f"line longer than {MAX_LINE >> 20} MiB", raw
             )
             continue
@@ -427,7 +427,7 @@ def odd_records(lines: Lines, rows: Any, sink: Any) -> tuple[list[str], list[str
             text = raw.decode("utf-8")
         except UnicodeDecodeError as err:
             reason = f"not UTF-8 text (byte {err.start + 1})"
-            base._reject_line(sink, lines.path, i + 1, reason, raw)
+            evidence_files._reject_line(sink, lines.path, i + 1, reason, raw)
             continue
         if i == 0:
             text = text.removeprefix("\ufeff")
@@ -435,7 +435,7 @@ def odd_records(lines: Lines, rows: Any, sink: Any) -> tuple[list[str], list[str
         if not stripped.strip():
             continue
         complete = text.endswith("\n")
-        if not complete and base._json_object(stripped, complete, location, sink) is None:
+        if not complete and json_files._json_object(stripped, complete, location, sink) is None:
             continue
         texts.append(stripped)
         locations.append(location)
@@ -504,7 +504,7 @@ def _decode_all(texts: list[Any]) -> list[Any]:
     """JSON text (or None) decoded as the kit decodes payloads: msgspec, else json.loads."""
     import msgspec
 
-    from incidentkit.sources.base import fast_loads
+    from incidentkit.sources.json_text import fast_loads
 
     decoder = msgspec.json.Decoder()
     try:
@@ -688,7 +688,7 @@ def fast_frames(
 
     from incidentkit.manifest import Filters
     from incidentkit.sources import adk_events as ae
-    from incidentkit.sources.base import RejectSink
+    from incidentkit.sources.loaded import RejectSink
 
     sink = sink if sink is not None else RejectSink("events")
     stats = stats if stats is not None else {}
@@ -754,7 +754,7 @@ def kit_tail(chunks: list[Any], filters: Any, sink: Any) -> dict[str, Any]:
     from incidentkit.frames import TS, conform, empty
     from incidentkit.sources import adk_events as ae
     from incidentkit.sources import event_kinds
-    from incidentkit.sources.base import release_memory
+    from incidentkit.sources.process_memory import release_memory
     from incidentkit.sources.tokens import REASON, warn_unreadable
 
     if not chunks:
@@ -1325,7 +1325,7 @@ def proto_runs(table: Any, *, decode: bool = True) -> Any:
     import pyarrow as pa
 
     from incidentkit.frames import conform
-    from incidentkit.sources.base import all_distinct
+    from incidentkit.sources.loaded import all_distinct
 
     columns: dict[str, Any] = {}
     for name in table.column_names:
@@ -1448,7 +1448,7 @@ def table_frames(
 
     from incidentkit.manifest import Filters
     from incidentkit.sources import adk_events as ae
-    from incidentkit.sources.base import RejectSink
+    from incidentkit.sources.loaded import RejectSink
 
     sink = sink if sink is not None else RejectSink("events")
     stats = stats if stats is not None else {}

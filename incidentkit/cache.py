@@ -39,7 +39,8 @@ import pyarrow.parquet as pq
 
 from incidentkit.errors import IncidentkitError
 from incidentkit.manifest import PARQUET, Filters, SourceSpec
-from incidentkit.sources.base import Loaded, expand_paths
+from incidentkit.sources.evidence_files import expand_paths
+from incidentkit.sources.loaded import Loaded
 
 MIN_PARSE_SECONDS: Final = 0.5
 """A parse quicker than this is not kept: writing and reading it back would cost as much."""

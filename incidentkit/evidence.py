@@ -13,7 +13,7 @@ import pandas as pd
 from incidentkit import cache, progress
 from incidentkit.frames import empty, spec_of
 from incidentkit.manifest import Filters, Manifest, SourceSpec, Window, load_manifest
-from incidentkit.sources.base import Loaded, concat_rejects
+from incidentkit.sources.loaded import Loaded, concat_rejects
 from incidentkit.sources.parquet import SECTION_FRAMES, narrowed
 from incidentkit.sources.registry import loader_for
 

@@ -26,7 +26,7 @@ import pandas as pd
 from incidentkit.baselines.queries import QUANTILES, bucket_frame, histogram_frame
 from incidentkit.errors import SourceError
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources.base import expand_paths
+from incidentkit.sources.evidence_files import expand_paths
 
 LINE_SUFFIXES = (".jsonl", ".ndjson", ".json")
 PARQUET_SUFFIXES = (".parquet", ".pq")

@@ -6,7 +6,7 @@ builds the ``events``, ``calls``, ``responses`` and ``state_writes`` frames colu
 Each event's kind and the relations of ADK 2.x's markers (a compaction, a rewind) come from
 :mod:`.event_kinds`, fed the raw ``actions`` fields read here.
 JSON text (what a database hands over) is decoded a chunk at a time, and JSON-lines files
-arrive as a lazy stream of chunk-sized batches (``base.iter_json_line_chunks``), so a million
+arrive as a lazy stream of chunk-sized batches (``json_files.iter_json_line_chunks``), so a million
 events never sit in memory as dicts: only the compact columns of the frames are kept whole,
 for the duplicate-id check and the final ordering.
 
@@ -60,13 +60,9 @@ from incidentkit.sources.adk_parts import (
     state_writes_frame,
     texts,
 )
-from incidentkit.sources.base import (
-    RejectSink,
-    all_distinct,
-    bulk_decoding,
-    parse_json_values,
-    release_memory,
-)
+from incidentkit.sources.json_text import parse_json_values
+from incidentkit.sources.loaded import RejectSink, all_distinct
+from incidentkit.sources.process_memory import bulk_decoding, release_memory
 from incidentkit.sources.tokens import REASON, USAGE_KEYS, event_tokens, warn_unreadable
 from incidentkit.times import NS_LIMIT, OUT_OF_RANGE
 

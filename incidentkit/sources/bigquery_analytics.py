@@ -29,15 +29,11 @@ from incidentkit.errors import SchemaError, SourceError
 from incidentkit.frames import TS, conform, empty, to_numbers
 from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources.adk_columns import IS_TRUE, NONE, Bools, mask, not_of
-from incidentkit.sources.base import (
-    Loaded,
-    RejectSink,
-    bulk_decoding,
-    expand_paths,
-    iter_json_line_chunks,
-    parse_json_values,
-    require_content,
-)
+from incidentkit.sources.evidence_files import expand_paths, require_content
+from incidentkit.sources.json_files import iter_json_line_chunks
+from incidentkit.sources.json_text import parse_json_values
+from incidentkit.sources.loaded import Loaded, RejectSink
+from incidentkit.sources.process_memory import bulk_decoding
 from incidentkit.times import Naive, parse_utc
 
 FORMAT = "bigquery-agent-analytics"
@@ -125,7 +121,7 @@ def detect(path: Path) -> bool:
     if is_parquet(path):
         names = set(parquet_columns(path))
         return {"event_type", "timestamp"} <= names and bool(names & set(_MARKS))
-    from incidentkit.sources.base import iter_lines
+    from incidentkit.sources.evidence_files import iter_lines
 
     try:
         for _, text, _ in _first(iter_lines(path, what=FORMAT)):

@@ -41,7 +41,6 @@ import pandas as pd
 
 from incidentkit.sources.adk_columns import mask
 from incidentkit.sources.adk_events import Batch, Origin
-from incidentkit.sources.base import RejectSink, bulk_decoding
 from incidentkit.sources.bigquery_analytics import (
     FORMAT,
     HIDDEN,
@@ -49,6 +48,8 @@ from incidentkit.sources.bigquery_analytics import (
     json_text,
     terminal_responses,
 )
+from incidentkit.sources.loaded import RejectSink
+from incidentkit.sources.process_memory import bulk_decoding
 
 ORIGIN = Origin(FORMAT, "s", python=True)
 Row = dict[str, Any]

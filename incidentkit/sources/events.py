@@ -54,16 +54,10 @@ from incidentkit.sources.adk_events import (
     Origin,
     normalise,
 )
-from incidentkit.sources.base import (
-    Loaded,
-    RejectSink,
-    bulk_decoding,
-    expand_paths,
-    iter_json_line_chunks,
-    iter_lines,
-    read_json_document,
-    require_content,
-)
+from incidentkit.sources.evidence_files import expand_paths, iter_lines, require_content
+from incidentkit.sources.json_files import iter_json_line_chunks, read_json_document
+from incidentkit.sources.loaded import Loaded, RejectSink
+from incidentkit.sources.process_memory import bulk_decoding
 
 WHAT = "events"
 JAVA_TABLE = "adk_event"

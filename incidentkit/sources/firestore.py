@@ -38,7 +38,7 @@ import pandas as pd
 from incidentkit.frames import StateScope, empty
 from incidentkit.sources import session_state
 from incidentkit.sources.adk_events import Batch, Origin
-from incidentkit.sources.base import RejectSink
+from incidentkit.sources.loaded import RejectSink
 from incidentkit.sources.vertex import parse_stamp, time_and_reason
 
 FORMAT = "firestore-json"

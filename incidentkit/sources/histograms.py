@@ -37,15 +37,9 @@ import pandas as pd
 from incidentkit.errors import SourceError
 from incidentkit.frames import conform
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources.base import (
-    Loaded,
-    RejectSink,
-    expand_paths,
-    iter_lines,
-    require_content,
-    taken_within,
-)
+from incidentkit.sources.evidence_files import expand_paths, iter_lines, require_content
 from incidentkit.sources.jvm_clock import clock_offset, file_time, wall_time
+from incidentkit.sources.loaded import Loaded, RejectSink, taken_within
 from incidentkit.times import holdable, localize, zone_of
 
 _A = re.ASCII

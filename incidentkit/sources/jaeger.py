@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from incidentkit.errors import SchemaError
-from incidentkit.sources.base import RejectSink, read_json_document
+from incidentkit.sources.json_files import read_json_document
+from incidentkit.sources.loaded import RejectSink
 from incidentkit.sources.otlp import SHAPE_ERRORS, RawSpan
 
 # Tags the OTLP -> Jaeger translator adds; they are not span attributes.

@@ -36,7 +36,7 @@ from incidentkit import progress
 from incidentkit.errors import SourceError
 from incidentkit.frames import conform
 from incidentkit.manifest import Filters, SourceSpec, Window
-from incidentkit.sources.base import Loaded, RejectSink, bulk_decoding, expand_paths
+from incidentkit.sources.evidence_files import expand_paths
 from incidentkit.sources.jfr_events import (
     EVENT_TYPES,
     FRAME_OF,
@@ -45,6 +45,8 @@ from incidentkit.sources.jfr_events import (
     Texts,
     row,
 )
+from incidentkit.sources.loaded import Loaded, RejectSink
+from incidentkit.sources.process_memory import bulk_decoding
 from incidentkit.times import parse_utc
 
 MAGIC = b"FLR\0"

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from incidentkit.frames import RunStatus
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources.base import Loaded
+from incidentkit.sources.loaded import Loaded
 from incidentkit.sources.sql import Predicates
 from incidentkit.sources.tables import Layout, load_table
 

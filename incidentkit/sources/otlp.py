@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from incidentkit.sources.base import RejectSink, read_json_lines
+from incidentkit.sources.json_files import read_json_lines
+from incidentkit.sources.loaded import RejectSink
 
 RawSpan = dict[str, Any]
 """One decoded span: ``trace``/``span``/``parent`` ids as written, ``name``, ``start``/``end``

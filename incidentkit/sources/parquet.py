@@ -49,14 +49,9 @@ from incidentkit.frames import (
 from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources import diagnostics, event_kinds, jfr, journal, ledger, session_state, spans
 from incidentkit.sources.adk_events import SESSION_KEYS, matches
-from incidentkit.sources.base import (
-    Loaded,
-    all_distinct,
-    bulk_decoding,
-    concat_rejects,
-    fast_loads,
-    taken_within,
-)
+from incidentkit.sources.json_text import fast_loads
+from incidentkit.sources.loaded import Loaded, all_distinct, concat_rejects, taken_within
+from incidentkit.sources.process_memory import bulk_decoding
 from incidentkit.sources.tables import Layout, filter_mask
 
 SECTION_FRAMES: Mapping[str, tuple[str, ...]] = {

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from incidentkit.errors import ParameterError
 from incidentkit.manifest import PARQUET, Filters, SourceSpec, did_you_mean
-from incidentkit.sources.base import Loaded
+from incidentkit.sources.loaded import Loaded
 
 
 class Loader(Protocol):

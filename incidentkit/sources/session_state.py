@@ -26,7 +26,8 @@ from sqlalchemy.engine import Connection
 from incidentkit.frames import StateScope, build, empty
 from incidentkit.manifest import Filters
 from incidentkit.sources import sql
-from incidentkit.sources.base import RejectSink, canonical_json, parse_json_values
+from incidentkit.sources.json_text import canonical_json, parse_json_values
+from incidentkit.sources.loaded import RejectSink
 from incidentkit.times import parse_utc
 
 SESSIONS = "sessions"

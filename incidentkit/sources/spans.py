@@ -28,7 +28,8 @@ from incidentkit.errors import ParameterError, SchemaError
 from incidentkit.frames import SpanKind, conform
 from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources import jaeger, otlp, tokens
-from incidentkit.sources.base import Loaded, RejectSink, open_text, require_content
+from incidentkit.sources.evidence_files import open_text, require_content
+from incidentkit.sources.loaded import Loaded, RejectSink
 from incidentkit.sources.otlp import RawSpan
 
 PAYLOAD_KEYS: tuple[str, ...] = (

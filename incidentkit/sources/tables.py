@@ -32,17 +32,10 @@ from incidentkit.errors import ManifestError, SchemaError, SourceError
 from incidentkit.frames import conform, spec_of, to_numbers
 from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources import sql
-from incidentkit.sources.base import (
-    MAX_LINE_BYTES,
-    Loaded,
-    RejectSink,
-    all_distinct,
-    canonical_json,
-    open_text,
-    parse_json_values,
-    read_json_lines,
-    require_content,
-)
+from incidentkit.sources.evidence_files import MAX_LINE_BYTES, open_text, require_content
+from incidentkit.sources.json_files import read_json_lines
+from incidentkit.sources.json_text import canonical_json, parse_json_values
+from incidentkit.sources.loaded import Loaded, RejectSink, all_distinct
 from incidentkit.times import parse_utc, zone_of
 
 _INT64 = 2.0**63

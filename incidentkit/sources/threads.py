@@ -31,8 +31,9 @@ import pandas as pd
 from incidentkit.errors import SourceError
 from incidentkit.frames import conform
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources.base import Loaded, RejectSink, iter_lines, require_content, taken_within
+from incidentkit.sources.evidence_files import iter_lines, require_content
 from incidentkit.sources.jvm_clock import clock_offset, file_time, wall_time
+from incidentkit.sources.loaded import Loaded, RejectSink, taken_within
 from incidentkit.times import localize, zone_of
 
 UNKNOWN = "UNKNOWN"

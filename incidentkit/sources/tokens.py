@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from incidentkit.sources.adk_columns import NONE, NOT_NONE, Bools, Ints, Records, mask, not_of
-from incidentkit.sources.base import RejectSink
+from incidentkit.sources.loaded import RejectSink
 
 EVENT_COUNT_MAX = 2**31 - 1
 """The largest token count an event may carry (genai's counts are int32)."""

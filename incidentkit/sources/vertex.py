@@ -41,7 +41,7 @@ import pandas as pd
 
 from incidentkit.sources import session_state
 from incidentkit.sources.adk_events import Batch, Origin
-from incidentkit.sources.base import RejectSink
+from incidentkit.sources.loaded import RejectSink
 
 FORMAT = "vertex-ai-json"
 RAW = Origin(FORMAT, "s", python=True)

@@ -6,7 +6,7 @@ import pandas as pd
 from hypothesis import given
 from hypothesis import strategies as st
 
-from incidentkit.sources.base import all_distinct
+from incidentkit.sources.loaded import all_distinct
 
 KEYS = st.lists(st.one_of(st.text(max_size=6), st.sampled_from(["a", "A", "", "é", "e\u0301"])))
 

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from incidentkit.sources.base import JSON_ERRORS, loads
+from incidentkit.sources.json_text import JSON_ERRORS, loads
 
 
 def _no_constant(name: str) -> Any:

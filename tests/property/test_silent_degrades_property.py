@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from incidentkit.errors import SchemaError
 from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources import diagnostics, journal, ledger
-from incidentkit.sources.base import Loaded
+from incidentkit.sources.loaded import Loaded
 
 SETTINGS = settings(
     max_examples=60,

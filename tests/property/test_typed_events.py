@@ -21,7 +21,7 @@ from incidentkit.manifest import Filters
 from incidentkit.sources import adk_events
 from incidentkit.sources.adk_events import JAVA_JSON, PYTHON_SESSION_JSON, Batch, Origin, normalise
 from incidentkit.sources.adk_parts import REMOVED
-from incidentkit.sources.base import RejectSink
+from incidentkit.sources.loaded import RejectSink
 
 SETTINGS = settings(
     max_examples=150,

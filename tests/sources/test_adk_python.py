@@ -17,7 +17,7 @@ from incidentkit import store
 from incidentkit.errors import SchemaError
 from incidentkit.manifest import Filters, SourceSpec, Window, parse_manifest
 from incidentkit.sources import adk_python, events, sql
-from incidentkit.sources.base import Loaded
+from incidentkit.sources.loaded import Loaded
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "events"
 FRAMES = ("events", "calls", "responses", "state_writes")

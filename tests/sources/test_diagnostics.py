@@ -9,7 +9,7 @@ from incidentkit.errors import SourceError
 from incidentkit.frames import spec_of
 from incidentkit.manifest import Filters, SourceSpec, Window
 from incidentkit.sources import diagnostics
-from incidentkit.sources.base import Loaded
+from incidentkit.sources.loaded import Loaded
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "diagnostics"
 

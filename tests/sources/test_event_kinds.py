@@ -23,7 +23,7 @@ from incidentkit import store
 from incidentkit.frames import EventKind, build
 from incidentkit.manifest import Filters, SourceSpec, Window
 from incidentkit.sources import event_kinds, events
-from incidentkit.sources.base import Loaded
+from incidentkit.sources.loaded import Loaded
 
 MS = 1_750_000_000_000
 S = MS / 1000

@@ -17,7 +17,7 @@ from incidentkit.errors import SchemaError, SourceError
 from incidentkit.frames import build, conform
 from incidentkit.manifest import Filters, SourceSpec, Window
 from incidentkit.sources import adk_events, events
-from incidentkit.sources.base import Loaded
+from incidentkit.sources.loaded import Loaded
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "events"
 FRAMES = ("events", "calls", "responses", "state_writes")

@@ -13,7 +13,7 @@ from incidentkit import store
 from incidentkit.frames import conform
 from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources import events
-from incidentkit.sources.base import Loaded
+from incidentkit.sources.loaded import Loaded
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "events"
 FRAMES = ("events", "calls", "responses", "state_writes")

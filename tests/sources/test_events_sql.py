@@ -14,7 +14,7 @@ from incidentkit import store
 from incidentkit.errors import ManifestError, SchemaError, SourceError
 from incidentkit.manifest import Filters, SourceSpec, Window, parse_manifest
 from incidentkit.sources import events
-from incidentkit.sources.base import Loaded
+from incidentkit.sources.loaded import Loaded
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "events"
 FRAMES = ("events", "calls", "responses", "state_writes")

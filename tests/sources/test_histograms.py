@@ -12,7 +12,7 @@ from incidentkit.evidence import open_evidence
 from incidentkit.frames import spec_of
 from incidentkit.manifest import Filters, SourceSpec, Window
 from incidentkit.sources import histograms
-from incidentkit.sources.base import Loaded
+from incidentkit.sources.loaded import Loaded
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "histograms"
 JVM = DATA / "jvm-runner-cache"

@@ -12,7 +12,7 @@ from incidentkit.errors import ManifestError, SchemaError, SourceError
 from incidentkit.frames import conform, spec_of
 from incidentkit.manifest import Filters, SourceSpec, Window, parse_manifest
 from incidentkit.sources import ledger
-from incidentkit.sources.base import Loaded
+from incidentkit.sources.loaded import Loaded
 from incidentkit.times import to_utc
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "ledger"

@@ -9,7 +9,7 @@ from incidentkit.errors import ParameterError, SchemaError, SourceError
 from incidentkit.frames import spec_of
 from incidentkit.manifest import Filters, SourceSpec, Window
 from incidentkit.sources import spans
-from incidentkit.sources.base import Loaded
+from incidentkit.sources.loaded import Loaded
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "spans"
 JAVA_TRACE = "5b8efff798038103d269b633813fc60c"

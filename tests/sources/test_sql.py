@@ -26,7 +26,7 @@ from incidentkit.errors import ManifestError, SchemaError, SourceError
 from incidentkit.frames import TS, conform, spec_of
 from incidentkit.manifest import Filters, SourceSpec, Window
 from incidentkit.sources import journal, ledger, sql
-from incidentkit.sources.base import Loaded
+from incidentkit.sources.loaded import Loaded
 from incidentkit.times import to_utc
 
 DATA = Path(__file__).resolve().parent.parent / "data"

@@ -10,7 +10,7 @@ from incidentkit.errors import SourceError
 from incidentkit.frames import spec_of
 from incidentkit.manifest import Filters, SourceSpec, Window
 from incidentkit.sources import threads
-from incidentkit.sources.base import Loaded
+from incidentkit.sources.loaded import Loaded
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "threads"
 NAMED = "dump-2026-11-29T03-12-01Z.txt"

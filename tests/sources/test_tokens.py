@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from incidentkit import store
 from incidentkit.manifest import Filters, SourceSpec, Window, load_manifest
 from incidentkit.sources import adk_events, events, spans
-from incidentkit.sources.base import Loaded
+from incidentkit.sources.loaded import Loaded
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"

@@ -32,7 +32,7 @@ import pandas as pd
 from incidentkit.flows._frames import per_group, rows_in
 from incidentkit.flows.vanished_state.overlaps import invocation_ranges, overlapping
 from incidentkit.frames import StateScope
-from incidentkit.sources.base import canonical_json
+from incidentkit.sources.json_text import canonical_json
 
 _WORD = re.compile(r"[a-z0-9]+")
 MIN_WORD = 3
