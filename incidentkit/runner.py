@@ -167,15 +167,21 @@ def _run_kernel(env: Mapping[str, str] | None = None) -> Iterator[type[Any]]:
     The folder holds a kernelspec for the running interpreter, written by ipykernel (never a
     committed absolute path), with ``env`` for the kernel process, and the IPC sockets. Nothing
     process-wide changes (no ``JUPYTER_PATH``, no working directory), so several runs can
-    execute at once in one process.
+    execute at once in one process. The kernel logs only what is critical: its own log lines
+    would land in the user's terminal between the kit's (jupyter_client interrupts a kernel
+    before shutting it down, and a kernel interrupted as it starts logs the KeyboardInterrupt).
     """
-    from ipykernel.kernelspec import write_kernel_spec
+    from ipykernel.kernelspec import make_ipkernel_cmd, write_kernel_spec
 
     folder = Path(tempfile.mkdtemp(prefix="incidentkit-kernel-"))
     try:
         write_kernel_spec(
             folder / "kernels" / KERNEL,
-            overrides={"display_name": "incidentkit (running interpreter)", "env": dict(env or {})},
+            overrides={
+                "display_name": "incidentkit (running interpreter)",
+                "env": dict(env or {}),
+                "argv": make_ipkernel_cmd(extra_arguments=["--IPKernelApp.log_level=CRITICAL"]),
+            },
         )
         yield _ipc_kernel_manager(folder)
     finally:
