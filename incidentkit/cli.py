@@ -593,7 +593,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stopping.handling(),
             progress.quiet() if getattr(args, "quiet", False) else contextlib.nullcontext(),
         ):
-            code: int = args.handler(args)
+            code: int = _stoppable(args)
     except IncidentkitError as err:
         sys.stderr.write(f"incidentkit: {err}\n")
         return err.exit_code
@@ -609,6 +609,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         sys.stderr.write(f"incidentkit: {internal_error_text(err)}\n")
         return Exit.FAILURE
+    return code
+
+
+def _stoppable(args: argparse.Namespace) -> int:
+    """Run the command; a failure that follows a stop signal is the stop. A library that
+    checks for signals in its own loop (DuckDB, Arrow) may turn the kit's stop into an error
+    of its own: the command still says it was interrupted, with the signal's exit code."""
+    try:
+        code: int = args.handler(args)
+    except Exception as err:
+        signum = stopping.requested()
+        if signum is None:
+            raise
+        raise Interrupted(signum) from err
     return code
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from incidentkit import stopping
 from incidentkit.findings import Findings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,3 +130,26 @@ def test_an_interrupted_snapshot_leaves_nothing(tmp_path: Path) -> None:
     assert process.returncode == 130
     assert stderr.splitlines() == ["incidentkit: interrupted by SIGINT"]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_library_error_after_a_stop_is_reported_as_the_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A library that checks for signals itself (DuckDB, Arrow) turns the kit's stop into an
+    error of its own: the command still says it was interrupted, with the signal's code."""
+    from incidentkit import snapshot
+    from incidentkit.cli import main
+
+    def stopped_then_failed(*_args: object, **_kwargs: object) -> None:
+        stopping.stop(signal.SIGINT)
+        raise RuntimeError("INTERRUPT Error: Interrupted!")  # what duckdb raises
+
+    monkeypatch.setattr(snapshot, "take", stopped_then_failed)
+    assert main(["snapshot", str(CRASH), "--out", str(tmp_path / "snap")]) == 130
+    assert capsys.readouterr().err.splitlines() == ["incidentkit: interrupted by SIGINT"]
+
+    def failed(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(snapshot, "take", failed)  # no stop: a failure stays a failure
+    assert main(["snapshot", str(CRASH), "--out", str(tmp_path / "snap")]) == 4
