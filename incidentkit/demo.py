@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from incidentkit.errors import ParameterError
+from incidentkit.flows import FLOWS
 
 PACKS = (
     "crash_recovery",
@@ -84,12 +85,16 @@ def run_demo(
 
 
 def _told(folder: Path) -> tuple[str, str]:
-    """An incident's title and what its triage card says first (from its summary.json)."""
+    """An incident's title and what its triage card says first (from its summary.json): the
+    top finding of the flow that navigates the others (the registry says which)."""
     try:
         summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return "", ""
-    top = ((summary.get("flows") or {}).get("overview") or {}).get("top_finding") or {}
+    flows = summary.get("flows") or {}
+    cards = [name for name, flow in FLOWS.items() if flow.postmortem and flow.postmortem.navigates]
+    tops = [(flows.get(name) or {}).get("top_finding") or {} for name in cards]
+    top = next((found for found in tops if found), {})
     return str(summary.get("title") or ""), str(top.get("title") or "")
 
 

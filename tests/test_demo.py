@@ -82,3 +82,14 @@ def test_each_pack_names_its_app_and_the_vanished_pack_its_session() -> None:
     truth = json.loads((FIXTURES / "vanished_state" / "truth.json").read_text())["expected"]
     assert vanished["session_id"] == truth["session_id"]
     assert json.loads(vanished["keys"]) == [k["key"] for k in truth["keys"]]
+
+
+def test_the_demo_page_takes_the_card_line_from_the_flow_that_navigates(tmp_path: Path) -> None:
+    """The registry says which flow's top finding is the triage card's first line."""
+    from incidentkit.demo import _told
+    from incidentkit.flows import FLOWS
+
+    [card] = [n for n, f in FLOWS.items() if f.postmortem and f.postmortem.navigates]
+    flows = {name: {"top_finding": {"title": f"{name} says"}} for name in FLOWS}
+    (tmp_path / "summary.json").write_text(json.dumps({"title": "T", "flows": flows}))
+    assert _told(tmp_path) == ("T", f"{card} says")
