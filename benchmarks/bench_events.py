@@ -85,7 +85,7 @@ def _memory_case(case: str, n: int) -> tuple[int, float]:
     import pandas as pd
 
     from incidentkit.manifest import Filters
-    from incidentkit.sources import adk_events
+    from incidentkit.sources.events import adk_events
     from incidentkit.sources.loaded import RejectSink
 
     texts = pd.Series([json.dumps(_event(i)) for i in range(n)], dtype=object)

@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from incidentkit.manifest import Filters, parse_manifest
-from incidentkit.sources import jfr
-from incidentkit.sources.jfr_events import FRAME_OF
+from incidentkit.sources.jvm import jfr
+from incidentkit.sources.jvm.jfr_events import FRAME_OF
 
 FIXTURE = (
     Path(__file__).resolve().parent.parent / "tests" / "data" / "jfr" / "stalled-agent.json.gz"

@@ -91,7 +91,8 @@ def run_case(case: str, url: str) -> dict[str, Any]:
     import pandas as pd
 
     from incidentkit.manifest import Filters, SourceSpec
-    from incidentkit.sources import ledger, sql
+    from incidentkit.sources import sql
+    from incidentkit.sources.sql import ledger
 
     started = time.perf_counter()
     rows = 0

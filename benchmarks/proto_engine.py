@@ -272,7 +272,7 @@ def shape_ok(text: str) -> bool:
     ``thought``, numbers for token counts)."""
     import msgspec
 
-    from incidentkit.sources import adk_typed
+    from incidentkit.sources.events import adk_typed
 
     try:
         obj = json.loads(text, object_pairs_hook=_no_repeats)
@@ -449,8 +449,8 @@ def oracle_chunk(texts: list[str], locations: Any, positions: list[int], sink: A
     import numpy as np
     import pandas as pd
 
-    from incidentkit.sources import adk_events as ae
-    from incidentkit.sources import adk_typed
+    from incidentkit.sources.events import adk_events as ae
+    from incidentkit.sources.events import adk_typed
 
     raw = pd.Series(texts, dtype=object)
     meta = (
@@ -521,9 +521,9 @@ def plain_chunk(table: Any, location_prefix: str) -> Any:
     import pyarrow.compute as pc
 
     from incidentkit.frames import STR, TS, text_array
-    from incidentkit.sources import adk_events as ae
-    from incidentkit.sources import event_kinds
-    from incidentkit.sources.adk_parts import (
+    from incidentkit.sources.events import adk_events as ae
+    from incidentkit.sources.events import event_kinds
+    from incidentkit.sources.events.adk_parts import (
         Parts,
         calls_frame,
         responses_frame,
@@ -687,7 +687,7 @@ def fast_frames(
     import pyarrow as pa
 
     from incidentkit.manifest import Filters
-    from incidentkit.sources import adk_events as ae
+    from incidentkit.sources.events import adk_events as ae
     from incidentkit.sources.loaded import RejectSink
 
     sink = sink if sink is not None else RejectSink("events")
@@ -752,8 +752,8 @@ def kit_tail(chunks: list[Any], filters: Any, sink: Any) -> dict[str, Any]:
     import pandas as pd
 
     from incidentkit.frames import TS, conform, empty
-    from incidentkit.sources import adk_events as ae
-    from incidentkit.sources import event_kinds
+    from incidentkit.sources.events import adk_events as ae
+    from incidentkit.sources.events import event_kinds
     from incidentkit.sources.process_memory import release_memory
     from incidentkit.sources.tokens import REASON, warn_unreadable
 
@@ -1255,7 +1255,7 @@ def measure_args_key(n: int) -> None:
     import msgspec
     import pyarrow as pa
 
-    from incidentkit.sources.adk_parts import args_key
+    from incidentkit.sources.events.adk_parts import args_key
 
     texts = [json.dumps(_args(i)) for i in range(n)]
     started = time.perf_counter()
@@ -1353,7 +1353,7 @@ def ledger_case(case: str, url: str) -> dict[str, Any]:
     from datetime import UTC, datetime
 
     from incidentkit.manifest import Filters, SourceSpec
-    from incidentkit.sources import ledger
+    from incidentkit.sources.sql import ledger
 
     started = time.perf_counter()
     window = (datetime(2000, 1, 1, tzinfo=UTC), datetime(2100, 1, 1, tzinfo=UTC))
@@ -1392,7 +1392,7 @@ def measure_ledger(n: int, repeat: int) -> None:
         import pandas as pd
 
         from incidentkit.manifest import Filters, SourceSpec
-        from incidentkit.sources import ledger
+        from incidentkit.sources.sql import ledger
 
         kit = ledger.load(SourceSpec("ledger", url_ref=url), Filters()).frames["runs"]
         from datetime import UTC, datetime
@@ -1447,7 +1447,7 @@ def table_frames(
     import pyarrow as pa
 
     from incidentkit.manifest import Filters
-    from incidentkit.sources import adk_events as ae
+    from incidentkit.sources.events import adk_events as ae
     from incidentkit.sources.loaded import RejectSink
 
     sink = sink if sink is not None else RejectSink("events")

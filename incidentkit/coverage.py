@@ -574,7 +574,9 @@ def _in_database(
         return None
 
     def run(query: Callable[[Any, Any, str], Any]) -> Any:
-        from incidentkit.sources import adk_python, events, journal, ledger, sql, tables
+        from incidentkit.sources import events, sql
+        from incidentkit.sources.events import adk_python
+        from incidentkit.sources.sql import journal, ledger, tables
 
         what = f"[{section}] {spec.location()}"
         engine = sql.open_source(spec, environ, what=what)

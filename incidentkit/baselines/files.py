@@ -184,7 +184,7 @@ def _events_sql(
         f"({given(_text('doc', 'actions.compaction'))} OR {given(_text('doc', *rewind))} OR "
         f"({bare} AND (COALESCE({end}, '') IN ('true', '1') OR {given(state)})))"
     )
-    conditions.append(f"NOT {marker}")  # no marker is a turn (sources/event_kinds.py)
+    conditions.append(f"NOT {marker}")  # no marker is a turn (sources/events/event_kinds.py)
     usage = _text("doc", "usageMetadata", "usage_metadata")
     model = (
         f"(COALESCE(json_extract_string(doc, '$.author'), 'user') <> 'user' "

@@ -5,7 +5,7 @@ Over a long window only aggregates travel: the distribution of model calls per i
 runs that ended and their error counts (:func:`latency_summary`), errors per time bucket
 (:func:`error_buckets`). Never an event document.
 
-The events are read as the kit's loader reads them (``sources/events.py``): a table of ADK
+The events are read as the kit's loader reads them (``sources/events/__init__.py``): a table of ADK
 Java event JSON (``adk_event``, the manifest's ``table`` and ``columns`` honoured) or ADK
 Python's ``events`` store (``event_data``, snake_case). Each event's flags follow the
 normaliser's rules (``adk_events.py``) and the flows' counts:
@@ -17,7 +17,7 @@ normaliser's rules (``adk_events.py``) and the flows' counts:
 - a **final response**: ``skipSummarization``, a non-empty ``longRunningToolIds``, or no call,
   no response and not partial (ADK Python: also an error that calls nothing). A trailing
   code-execution result is not looked for (the kit's agents run none);
-- a **marker** (``sources/event_kinds.py``) is left out before anything is counted, so a
+- a **marker** (``sources/events/event_kinds.py``) is left out before anything is counted, so a
   compaction's or a rewind's own invocation id is no invocation and a resumable app's closing
   checkpoints do not keep its invocations from ending;
 - an **error**: an ``errorCode``; a **limit error**: an error code or message naming

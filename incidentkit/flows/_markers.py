@@ -4,7 +4,7 @@ and which invocation ids are ADK's bookkeeping rather than a user's request.
 A compaction and a rewind are each appended as an event of their own, with a fresh invocation
 id, authored ``user`` and without content; a resumable app closes every agent with a
 checkpoint (``end_of_agent`` / ``agent_state``). The loaders name them in ``events.kind``
-(``sources/event_kinds.py``); these helpers are the one place the flows ask. An events frame
+(``sources/events/event_kinds.py``); these helpers are the one place the flows ask. An events frame
 without ``kind`` (a frame built by hand, a snapshot made before kinds were) holds turns only.
 """
 
@@ -15,7 +15,7 @@ from typing import Final
 import pandas as pd
 
 from incidentkit.frames import EventKind
-from incidentkit.sources.event_kinds import MARKERS
+from incidentkit.sources.events.event_kinds import MARKERS
 
 MARKER_KINDS: Final = frozenset(str(kind) for kind in MARKERS)
 """``compaction``, ``rewind``, ``checkpoint``: bookkeeping, never a turn nor an answer."""

@@ -1,14 +1,14 @@
 """What a flow cannot conclude from lossy session evidence, said in its findings.
 
 A Firestore export (ADK Java's ``FirestoreSessionService``) keeps no invocation ids, no
-actions (no state deltas) and no call ids (:data:`incidentkit.sources.firestore.LIMITS`). A
+actions (no state deltas) and no call ids (:data:`incidentkit.sources.events.firestore.LIMITS`). A
 flow run on it keeps what the ledger, spans, journal and logs still prove, drops the items and
 summary counters that would rest on the missing facts (an orphan class needs the run's events;
 a state verdict needs the deltas), and opens with an ``<flow>/evidence-limits`` item that says which
 conclusions it withheld and why. The verdict is then ``INCOMPLETE_EVIDENCE``.
 
 The BigQuery Agent Analytics table keeps invocations, calls, answers and deltas, but not all
-of them (:data:`incidentkit.sources.bigquery_analytics.LIMITS`): a flow run on it keeps its
+of them (:data:`incidentkit.sources.events.bigquery_analytics.LIMITS`): a flow run on it keeps its
 findings and verdict, opens with an INFO ``<flow>/evidence-limits`` item naming what the table
 hid or lost here (keys logged as ``[REDACTED]``, invocations without ``INVOCATION_COMPLETED``:
 open or dropped by the plugin, truncated text), and gives no verdict on a key whose writes
@@ -25,7 +25,8 @@ from incidentkit.evidence import Evidence
 from incidentkit.findings import Finding, Findings, Severity, Verdict, verdict_of
 from incidentkit.flows import FLOWS, EvidenceLimits
 from incidentkit.frames import rejects_frame
-from incidentkit.sources import bigquery_analytics, events, firestore
+from incidentkit.sources import events
+from incidentkit.sources.events import bigquery_analytics, firestore
 
 
 def _limits(flow: str) -> EvidenceLimits:

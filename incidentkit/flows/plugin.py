@@ -44,7 +44,7 @@ class EvidenceLimits:
     table_means: str = "read its findings beside these limits"
     """What the Agent Analytics table's limits mean for this flow."""
     table_limits: tuple[str, ...] | None = None
-    """The table's limits (:data:`incidentkit.sources.bigquery_analytics.LIMITS`) its title
+    """The table's limits (:data:`incidentkit.sources.events.bigquery_analytics.LIMITS`) its title
     names when they show in the evidence; None: all of them."""
 
 

@@ -23,8 +23,8 @@ import pandas as pd
 
 from incidentkit.frames import conform, empty, to_numbers
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources import bigquery_analytics
-from incidentkit.sources.adk_events import MS_THRESHOLD
+from incidentkit.sources.events import bigquery_analytics
+from incidentkit.sources.events.adk_events import MS_THRESHOLD
 from incidentkit.sources.evidence_files import iter_lines, require_content
 from incidentkit.sources.json_files import read_json_lines
 from incidentkit.sources.loaded import Loaded, RejectSink

@@ -47,12 +47,15 @@ from incidentkit.frames import (
     spec_of,
 )
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources import diagnostics, event_kinds, jfr, journal, ledger, session_state, spans
-from incidentkit.sources.adk_events import SESSION_KEYS, matches
+from incidentkit.sources import diagnostics, spans
+from incidentkit.sources.events import event_kinds, session_state
+from incidentkit.sources.events.adk_events import SESSION_KEYS, matches
 from incidentkit.sources.json_text import fast_loads
+from incidentkit.sources.jvm import jfr
 from incidentkit.sources.loaded import Loaded, all_distinct, concat_rejects, taken_within
 from incidentkit.sources.process_memory import bulk_decoding
-from incidentkit.sources.tables import Layout, filter_mask
+from incidentkit.sources.sql import journal, ledger
+from incidentkit.sources.sql.tables import Layout, filter_mask
 
 SECTION_FRAMES: Mapping[str, tuple[str, ...]] = {
     "ledger": ("runs",),
@@ -513,7 +516,7 @@ def _table(layout: Layout) -> Callable[[Frames, Filters], Frames]:
 def _events(frames: Frames, filters: Filters) -> Frames:
     """Events in the filters, numbered again within their sessions (``seq`` counts the events
     a read keeps) and related again (a compaction or rewind covers the events a read keeps:
-    :func:`~incidentkit.sources.event_kinds.relations`); their calls, responses and writes
+    :func:`~incidentkit.sources.events.event_kinds.relations`); their calls, responses and writes
     follow them; stored state as a store's reader keeps it."""
     events = frames["events"]
     kept = _rows(events, matches(events, filters))

@@ -44,14 +44,14 @@ class LoaderPath:
 
 LOADERS: Mapping[str, LoaderPath] = MappingProxyType(
     {
-        "ledger": LoaderPath("incidentkit.sources.ledger"),
+        "ledger": LoaderPath("incidentkit.sources.sql.ledger"),
         "events": LoaderPath("incidentkit.sources.events"),
-        "journal": LoaderPath("incidentkit.sources.journal"),
+        "journal": LoaderPath("incidentkit.sources.sql.journal"),
         "spans": LoaderPath("incidentkit.sources.spans"),
         "diagnostics": LoaderPath("incidentkit.sources.diagnostics"),
-        "threads": LoaderPath("incidentkit.sources.threads"),
-        "histograms": LoaderPath("incidentkit.sources.histograms"),
-        "jfr": LoaderPath("incidentkit.sources.jfr"),
+        "threads": LoaderPath("incidentkit.sources.jvm.threads"),
+        "histograms": LoaderPath("incidentkit.sources.jvm.histograms"),
+        "jfr": LoaderPath("incidentkit.sources.jvm.jfr"),
     }
 )
 """The loader of each manifest section, whatever its format but a snapshot's."""
@@ -73,17 +73,9 @@ def loader_for(section: str, fmt: str | None = None) -> Loader:
 
 
 if TYPE_CHECKING:  # mypy checks every registered loader against the protocol; nothing runs
-    from incidentkit.sources import (
-        diagnostics,
-        events,
-        histograms,
-        jfr,
-        journal,
-        ledger,
-        parquet,
-        spans,
-        threads,
-    )
+    from incidentkit.sources import diagnostics, events, parquet, spans
+    from incidentkit.sources.jvm import histograms, jfr, threads
+    from incidentkit.sources.sql import journal, ledger
 
     _CHECKED: tuple[Loader, ...] = (
         ledger.load,

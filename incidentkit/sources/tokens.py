@@ -31,7 +31,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from incidentkit.sources.adk_columns import NONE, NOT_NONE, Bools, Ints, Records, mask, not_of
+from incidentkit.sources.events.adk_columns import (
+    NONE,
+    NOT_NONE,
+    Bools,
+    Ints,
+    Records,
+    mask,
+    not_of,
+)
 from incidentkit.sources.loaded import RejectSink
 
 EVENT_COUNT_MAX = 2**31 - 1

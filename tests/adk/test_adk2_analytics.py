@@ -25,7 +25,7 @@ from incidentkit.flows.common import frames_of
 from incidentkit.flows.runaway.steps import READS
 from incidentkit.flows.runaway.triage import RunawayReport, triage_runaway
 from incidentkit.flows.vanished_state import steps as vanished_state
-from incidentkit.sources.bigquery_analytics import FORMAT
+from incidentkit.sources.events.bigquery_analytics import FORMAT
 
 pytestmark = pytest.mark.adk
 FRAMES = ("events", "calls", "responses", "state_writes")

@@ -22,7 +22,7 @@ from incidentkit.flows import runaway as ra
 from incidentkit.flows.common import frames_of
 from incidentkit.flows.runaway.steps import READS
 from incidentkit.flows.runaway.triage import RunawayReport, triage_runaway
-from incidentkit.sources.bigquery_analytics import FORMAT
+from incidentkit.sources.events.bigquery_analytics import FORMAT
 
 pytestmark = pytest.mark.adk
 AS_OF = pd.Timestamp("2100-01-01", tz="UTC")

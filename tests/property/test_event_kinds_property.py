@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from incidentkit.frames import TS, EventKind, build
-from incidentkit.sources import event_kinds
+from incidentkit.sources.events import event_kinds
 
 KINDS = [kind.value for kind in EventKind]
 INVOCATIONS = ["e-1", "e-2", "e-3", "e-4"]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from incidentkit.errors import IncidentkitError
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources import histograms
+from incidentkit.sources.jvm import histograms
 
 HEADER = " num     #instances         #bytes  class name (module)"
 RULE = "-" * 55

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from incidentkit.frames import STR, TS
-from incidentkit.sources.adk_events import SESSION_KEYS, _seq, _session_order
+from incidentkit.sources.events.adk_events import SESSION_KEYS, _seq, _session_order
 
 KEY = st.sampled_from(["", "a", "b", "B", "é", "e\u0301", "a\x00", "\U0001f600"])
 EVENT = st.tuples(KEY, KEY, KEY, st.integers(min_value=0, max_value=3))

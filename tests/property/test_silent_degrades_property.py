@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from incidentkit.errors import SchemaError
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources import diagnostics, journal, ledger
+from incidentkit.sources import diagnostics
 from incidentkit.sources.loaded import Loaded
+from incidentkit.sources.sql import journal, ledger
 
 SETTINGS = settings(
     max_examples=60,

@@ -17,7 +17,7 @@ from incidentkit.errors import IncidentkitError
 from incidentkit.flows.latency_cliff.locks import lock_owners
 from incidentkit.frames import build
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources import threads
+from incidentkit.sources.jvm import threads
 
 SETTINGS = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None

@@ -18,9 +18,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from incidentkit.manifest import Filters
-from incidentkit.sources import adk_events
-from incidentkit.sources.adk_events import JAVA_JSON, PYTHON_SESSION_JSON, Batch, Origin, normalise
-from incidentkit.sources.adk_parts import REMOVED
+from incidentkit.sources.events import adk_events
+from incidentkit.sources.events.adk_events import (
+    JAVA_JSON,
+    PYTHON_SESSION_JSON,
+    Batch,
+    Origin,
+    normalise,
+)
+from incidentkit.sources.events.adk_parts import REMOVED
 from incidentkit.sources.loaded import RejectSink
 
 SETTINGS = settings(
@@ -256,7 +262,7 @@ def test_edge_lines_read_the_same_typed(line: str) -> None:
 def test_the_typed_structs_hold_every_key_the_normaliser_reads() -> None:
     """A spelling added to the normaliser's tables but not to the Structs would fail here, not
     as an AttributeError on the first chunk that decodes typed."""
-    from incidentkit.sources.adk_typed import _Actions, _Event
+    from incidentkit.sources.events.adk_typed import _Actions, _Event
     from incidentkit.sources.tokens import USAGE_KEYS
 
     event_keys = {key for _, keys, _ in adk_events._TOP for key in keys}

@@ -24,7 +24,8 @@ import sqlalchemy as sa
 from incidentkit import open_evidence, store
 from incidentkit.errors import IncidentkitError, SchemaError, SourceError
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources import events, journal, ledger
+from incidentkit.sources import events
+from incidentkit.sources.sql import journal, ledger
 
 ROOT = Path(__file__).resolve().parents[2]
 CRASH = ROOT / "fixtures" / "crash_recovery"

@@ -10,10 +10,12 @@ import pytest
 
 from incidentkit.errors import SourceError
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources import diagnostics, events, evidence_files, ledger, spans, threads
+from incidentkit.sources import diagnostics, events, evidence_files, spans
 from incidentkit.sources.evidence_files import iter_lines
 from incidentkit.sources.json_files import read_json_document
+from incidentkit.sources.jvm import threads
 from incidentkit.sources.loaded import RejectSink
+from incidentkit.sources.sql import ledger
 
 
 def test_a_line_of_the_limit_with_its_end_is_rejected_and_the_next_line_read(

@@ -16,7 +16,8 @@ import sqlalchemy as sa
 
 from incidentkit import store
 from incidentkit.manifest import Filters, SourceSpec, Window, load_manifest
-from incidentkit.sources import adk_events, events, spans
+from incidentkit.sources import events, spans
+from incidentkit.sources.events import adk_events
 from incidentkit.sources.loaded import Loaded
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ import pandas as pd
 
 from incidentkit.flows.latency_cliff.stacks import group_stuck, stuck_threads
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources import threads as loader
+from incidentkit.sources.jvm import threads as loader
 
 JVM = Path(__file__).resolve().parents[2] / "data" / "threads" / "jvm-carrier"
 TRUTH: dict[str, Any] = json.loads((JVM / "truth.json").read_text())

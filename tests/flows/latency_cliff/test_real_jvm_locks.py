@@ -25,7 +25,7 @@ from incidentkit.flows.latency_cliff.stacks import (
 )
 from incidentkit.frames import build
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources import threads as loader
+from incidentkit.sources.jvm import threads as loader
 
 JVM = Path(__file__).resolve().parents[2] / "data" / "threads" / "jvm-orders"
 TRUTH: dict[str, Any] = json.loads((JVM / "truth.json").read_text())

@@ -20,7 +20,7 @@ from incidentkit.flows.overview.growth import (
 )
 from incidentkit.frames import build
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources import histograms as loader
+from incidentkit.sources.jvm import histograms as loader
 
 ROOT = Path(__file__).resolve().parents[3]
 PACK = ROOT / "fixtures" / "slow_death"

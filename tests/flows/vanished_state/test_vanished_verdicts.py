@@ -22,7 +22,7 @@ from incidentkit.flows.vanished_state.state import (
 from incidentkit.flows.vanished_state.steps import state_keys
 from incidentkit.flows.vanished_state.triage import VanishedReport, triage_vanished_state
 from incidentkit.frames import build
-from incidentkit.sources.adk_parts import REMOVED
+from incidentkit.sources.events.adk_parts import REMOVED
 
 APP, USER, SID = "shop", "u-1", "s-1"
 T0 = pd.Timestamp("2026-11-29T14:00:00Z")

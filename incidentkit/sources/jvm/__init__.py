@@ -1,0 +1,1 @@
+"""The JVM's evidence: thread dumps, class histograms and JFR recordings."""
