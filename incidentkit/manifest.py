@@ -14,6 +14,7 @@ The format is documented in ``docs/manifest.md``, the reasons in ``docs/security
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import json
 import os
@@ -375,7 +376,7 @@ def _with_engines(
     return sources
 
 
-def _parse_apps(raw: Any) -> dict[str, dict[str, Any]]:
+def _parse_apps(raw: object) -> dict[str, dict[str, Any]]:
     """The ``[apps.<name>]`` tables, each key checked for its type."""
     if not isinstance(raw, Mapping) or not all(isinstance(v, Mapping) for v in raw.values()):
         raise ManifestError(
@@ -397,8 +398,8 @@ def _parse_apps(raw: Any) -> dict[str, dict[str, Any]]:
     return profiles
 
 
-def _profile_value(where: str, key: str, value: Any) -> Any:
-    def names(v: Any) -> bool:
+def _profile_value(where: str, key: str, value: object) -> object:
+    def names(v: object) -> bool:
         return isinstance(v, str) and bool(v.strip())
 
     checks: dict[str, tuple[bool, str]] = {
@@ -413,7 +414,7 @@ def _profile_value(where: str, key: str, value: Any) -> Any:
         ),
         "attempts_cap": (type(value) is int and value >= 1, "attempts_cap = 3"),
         "client_timeout_s": (
-            type(value) in (int, float) and value > 0,
+            isinstance(value, int | float) and not isinstance(value, bool) and value > 0,
             "client_timeout_s = 60",
         ),
         "max_llm_calls": (type(value) is int and value >= 1, "max_llm_calls = 500"),
@@ -435,7 +436,7 @@ def _profile_value(where: str, key: str, value: Any) -> Any:
     return dict(value) if isinstance(value, Mapping) else value
 
 
-def _parse_window(raw: Any, as_of: pd.Timestamp | None) -> Window | None:
+def _parse_window(raw: object, as_of: pd.Timestamp | None) -> Window | None:
     if raw is None:
         return None
     if isinstance(raw, Mapping) and set(raw) == {"last"}:
@@ -453,7 +454,7 @@ def _parse_window(raw: Any, as_of: pd.Timestamp | None) -> Window | None:
         raise ManifestError(err.problem, value=err.value, fix=err.fix) from err
 
 
-def _relative_window(last: Any, as_of: pd.Timestamp | None) -> Window:
+def _relative_window(last: object, as_of: pd.Timestamp | None) -> Window:
     """``window = { last = "2h" }``: the ``last`` before ``as_of``, else before now."""
     try:
         length = parse_duration(
@@ -468,9 +469,9 @@ def _relative_window(last: Any, as_of: pd.Timestamp | None) -> Window:
     return Window.before(as_of, length)
 
 
-def _toml_time(value: Any) -> Any:
+def _toml_time(value: object) -> object:
     # TOML offset date-times arrive as aware datetimes; local ones as naive (refused later).
-    return pd.Timestamp(value) if hasattr(value, "tzinfo") else value
+    return pd.Timestamp(value) if isinstance(value, datetime.datetime) else value
 
 
 def _parse_section(
@@ -558,7 +559,7 @@ def _parse_section(
     )
 
 
-def _listed_paths(name: str, raw: Mapping[str, Any]) -> list[str]:
+def _listed_paths(name: str, raw: Mapping[str, object]) -> list[str]:
     """The file names of ``path = "a"`` (one, as text) or ``paths = ["a", "b"]`` (a list of
     text); a bare text for ``paths`` is refused with the list that was meant."""
     if "path" in raw:
@@ -594,7 +595,7 @@ def _listed_paths(name: str, raw: Mapping[str, Any]) -> list[str]:
     return listed
 
 
-def _toml_list(value: Any) -> str:
+def _toml_list(value: object) -> str:
     """``value`` written as TOML (a text, or a list of texts) for a fix."""
     if isinstance(value, list):
         return "[" + ", ".join(_toml_list(v) for v in value) + "]"
@@ -634,7 +635,7 @@ def _check_inside(section: str, key: str, paths: tuple[Path, ...], inside: Path 
                 )
 
 
-def _check_url(section: str, url: Any) -> str:
+def _check_url(section: str, url: object) -> str:
     if not isinstance(url, str) or not url:
         raise ManifestError(f"[{section}] url must be text", value=url, fix='url = "env:NAME"')
     if url.startswith("env:"):
@@ -663,7 +664,7 @@ def _check_url(section: str, url: Any) -> str:
     return url
 
 
-def _timezone(where: str, value: Any) -> str:
+def _timezone(where: str, value: object) -> str:
     """An IANA zone name checked against the zone database ("UTC" comes back as "utc")."""
     if isinstance(value, str) and value.upper() == "UTC":
         return "utc"
@@ -694,7 +695,7 @@ def did_you_mean(given: list[str], known: Iterable[str]) -> str:
     return f"did you mean {', '.join(guesses)}? " if guesses else ""
 
 
-def _text(section: str, raw: Mapping[str, Any], key: str) -> str:
+def _text(section: str, raw: Mapping[str, object], key: str) -> str:
     value = raw[key]
     if not isinstance(value, str) or not value:
         raise ManifestError(
@@ -703,14 +704,14 @@ def _text(section: str, raw: Mapping[str, Any], key: str) -> str:
     return value
 
 
-def _optional_str(data: Mapping[str, Any], key: str) -> str | None:
+def _optional_str(data: Mapping[str, object], key: str) -> str | None:
     value = data.get(key)
     if value is not None and not isinstance(value, str):
         raise ManifestError(f"{key} must be text", value=value, fix=f'write {key} = "..."')
     return value
 
 
-def _str_tuple(data: Mapping[str, Any], key: str) -> tuple[str, ...]:
+def _str_tuple(data: Mapping[str, object], key: str) -> tuple[str, ...]:
     value = data.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ManifestError(f"{key} must be a list of text", value=value, fix=f'{key} = ["..."]')

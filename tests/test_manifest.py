@@ -143,6 +143,15 @@ def test_sqlite_path_becomes_a_database(tmp_path: Path) -> None:
             '[ledger]\npath = "a.csv"\n',
             "window ends before it starts",
         ),
+        (  # TOML local times and dates: no instant at all
+            'window = { start = 02:30:00, end = 2026-11-29T04:00:00Z }\n[ledger]\npath = "a.csv"\n',
+            r"window.start is not a timestamp: datetime.time\(2, 30\)",
+        ),
+        (
+            'window = { start = 2026-11-29, end = 2026-11-29T04:00:00Z }\n'
+            '[ledger]\npath = "a.csv"\n',
+            "window.start is not a timestamp",
+        ),
         ('[ledger]\nurl = "env:not-a-name"\n', "invalid environment variable"),
         ('[ledger]\npath = "a.csv"\ncolumns = { status = 3 }\n', "columns must map"),
         ('[ledger\npath = "a.csv"\n', "not valid TOML"),
