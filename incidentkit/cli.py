@@ -11,13 +11,19 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from incidentkit import cache, outputs, progress, stopping
 from incidentkit.errors import Exit, IncidentkitError
 from incidentkit.findings import generator
 from incidentkit.stopping import Interrupted
+
+if TYPE_CHECKING:  # the command starts without pandas: only a command that needs it loads it
+    import pandas as pd
+
+    from incidentkit.manifest import Manifest
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -69,8 +75,6 @@ def _run(args: argparse.Namespace) -> int:
     """``run FLOW`` and ``run all``, holding their output folder; with ``--timestamped`` into a
     new folder under ``--out``, with ``latest`` pointed at it once the run has its result
     document (a refused or failed run's says why; an interrupted run never moves it)."""
-    from pathlib import Path
-
     from incidentkit import schedule
 
     raw = _pairs(args.parameter)
@@ -119,9 +123,7 @@ def _run(args: argparse.Namespace) -> int:
     return code
 
 
-def _point_latest(args: argparse.Namespace, folder: Any) -> None:
-    from pathlib import Path
-
+def _point_latest(args: argparse.Namespace, folder: Path) -> None:
     from incidentkit import schedule
 
     done = (folder / ("summary.json" if args.flow == "all" else "findings.json")).is_file()
@@ -130,7 +132,9 @@ def _point_latest(args: argparse.Namespace, folder: Any) -> None:
         sys.stderr.write(f"latest:   {link} -> {os.readlink(link)}\n")
 
 
-def _scheduled_as_of(given: Any, raw: dict[str, str], evidence: str) -> Any:
+def _scheduled_as_of(
+    given: pd.Timestamp | None, raw: dict[str, str], evidence: str
+) -> tuple[Manifest, pd.Timestamp | None]:
     """The run's as_of for scheduling (stale check, relative window): ``--as-of``; with a
     relative manifest window also ``-p as_of``, else now. None: no scheduling checks."""
     from incidentkit import schedule
@@ -145,7 +149,7 @@ def _scheduled_as_of(given: Any, raw: dict[str, str], evidence: str) -> Any:
     return manifest, given
 
 
-def _as_of_from(given: Any, raw: dict[str, str], as_of: Any) -> str:
+def _as_of_from(given: pd.Timestamp | None, raw: dict[str, str], as_of: pd.Timestamp | None) -> str:
     """Where the run's as_of comes from, as its report says: ``--as-of``, ``-p as_of``, or the
     run's start (a relative window without either); "" when no as_of is given (each flow
     then takes its window's end, else its evidence's last record)."""
@@ -156,7 +160,9 @@ def _as_of_from(given: Any, raw: dict[str, str], as_of: Any) -> str:
     return "the run's start (relative window)" if as_of is not None else ""
 
 
-def _run_one(args: argparse.Namespace, folder: Any, raw: dict[str, str], given: Any) -> int:
+def _run_one(
+    args: argparse.Namespace, folder: Path, raw: dict[str, str], given: pd.Timestamp | None
+) -> int:
     from incidentkit import schedule
     from incidentkit.findings import iso_text
     from incidentkit.runner import coerce_parameters, declared_parameters, run_flow
@@ -195,7 +201,9 @@ def _run_one(args: argparse.Namespace, folder: Any, raw: dict[str, str], given: 
     return result.exit_code
 
 
-def _run_all(args: argparse.Namespace, folder: Any, raw: dict[str, str], given: Any) -> int:
+def _run_all(
+    args: argparse.Namespace, folder: Path, raw: dict[str, str], given: pd.Timestamp | None
+) -> int:
     from incidentkit import schedule
     from incidentkit.batch import run_all
 
@@ -231,7 +239,7 @@ def _run_all(args: argparse.Namespace, folder: Any, raw: dict[str, str], given: 
     return result.exit_code
 
 
-def _record_failure(flow: str, folder: Any, err: Exception, raw: dict[str, str]) -> None:
+def _record_failure(flow: str, folder: Path, err: Exception, raw: dict[str, str]) -> None:
     """Refused or failed before the verdict: the run's folder still gets a findings.json
     (``run all``: a summary.json) saying why, when it can be written. A scheduler that parses
     it always has one, never an earlier run's."""
@@ -329,8 +337,6 @@ def _session(args: argparse.Namespace) -> int:
 
 
 def _postmortem(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from incidentkit.postmortem import postmortem_command
 
     sys.stdout.write(postmortem_command(Path(args.out), fmt=args.format))
@@ -338,8 +344,6 @@ def _postmortem(args: argparse.Namespace) -> int:
 
 
 def _actions(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from incidentkit.flows.orphans.export import actions_command
 
     sys.stdout.write(actions_command(Path(args.out), kind=args.kind, fmt=args.format))
@@ -358,7 +362,15 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse exits 2 on a usage error; here 2 means incomplete evidence, so use 3."""
+    """argparse exits 2 on a usage error; here 2 means incomplete evidence, so use 3. A
+    command's parser is given the ``handler`` that runs it."""
+
+    def __init__(
+        self, *args: Any, handler: Callable[[argparse.Namespace], int] | None = None, **kw: Any
+    ) -> None:
+        super().__init__(*args, **kw)
+        if handler is not None:
+            self.set_defaults(handler=handler)
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
@@ -387,6 +399,37 @@ def _cache(args: argparse.Namespace) -> int:
     return Exit.CLEAN
 
 
+def _loading_options(parser: _Parser, *, quiet: str = "no progress of long loads") -> None:
+    """``--quiet`` and ``--no-cache``, last among the options of a command that loads evidence
+    (``run`` has its own order)."""
+    parser.add_argument("--quiet", action="store_true", help=quiet)
+    parser.add_argument("--no-cache", action="store_true", help=NO_CACHE_HELP)
+
+
+class _WithFlowList(argparse.HelpFormatter):
+    """Help that wraps the description as usual and keeps the epilog's lines (the flows)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("flows:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+def _flows_list() -> str:
+    """Each registered flow with its one-line summary, for ``run --help``."""
+    import textwrap
+
+    from incidentkit.flows import FLOWS
+
+    width = max(map(len, FLOWS)) + 2
+    lines = ["flows:"]
+    for name, flow in FLOWS.items():
+        wrapped = textwrap.wrap(flow.summary, width=78 - width - 2) or [""]
+        lines.append(f"  {name.ljust(width)}{wrapped[0]}")
+        lines += [" " * (width + 2) + rest for rest in wrapped[1:]]
+    return "\n".join(lines)
+
+
 def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
     """The command's parser; without ``with_simulate`` the simulate command takes no options
     (so ``inspect``, ``run`` and ``new`` never import the simulator)."""
@@ -401,6 +444,7 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
 
     inspect = sub.add_parser(
         "inspect",
+        handler=_inspect,
         help="print the coverage report of an incident's evidence",
         description="Load every source of the manifest and report rows per frame, time span, "
         "rejects by reason with their locations, warnings, and join coverage.",
@@ -409,12 +453,11 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
     )
     inspect.add_argument("path", help="an evidence.toml, or a folder holding one")
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
-    inspect.add_argument("--quiet", action="store_true", help="no progress of long loads")
-    inspect.add_argument("--no-cache", action="store_true", help=NO_CACHE_HELP)
-    inspect.set_defaults(handler=_inspect)
+    _loading_options(inspect)
 
     session = sub.add_parser(
         "session",
+        handler=_session,
         help="print one session's events, one line per event",
         description="The session dump: per stored event its time (UTC), invocation, author, "
         "function calls and responses, state delta keys, transfer, error code and whether it "
@@ -426,12 +469,11 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
     session.add_argument(
         "--evidence", required=True, help="an evidence.toml, or a folder holding one"
     )
-    session.add_argument("--quiet", action="store_true", help="no progress of long loads")
-    session.add_argument("--no-cache", action="store_true", help=NO_CACHE_HELP)
-    session.set_defaults(handler=_session)
+    _loading_options(session)
 
     snapshot = sub.add_parser(
         "snapshot",
+        handler=_snapshot,
         help="freeze an incident's evidence into Parquet, to re-run its flows later",
         description="Read every source of the manifest whole and write its frames, rejects "
         "and warnings as Parquet into OUT, with OUT/evidence.toml (open OUT as the evidence), "
@@ -447,12 +489,11 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
         help="where a relative manifest window (last = ...) ends: now or a UTC time "
         "(default now); the same --as-of takes the same snapshot twice",
     )
-    snapshot.add_argument("--quiet", action="store_true", help="no coverage report, no progress")
-    snapshot.add_argument("--no-cache", action="store_true", help=NO_CACHE_HELP)
-    snapshot.set_defaults(handler=_snapshot)
+    _loading_options(snapshot, quiet="no coverage report, no progress")
 
     simulate = sub.add_parser(
         "simulate",
+        handler=_simulate,
         help="write a simulated incident (evidence + truth.json)",
         description="Write one scenario's evidence, consistent across every source, with "
         "the truth a correct investigation must find.",
@@ -461,18 +502,20 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
         from incidentkit.simulate import add_arguments as add_simulate_arguments
 
         add_simulate_arguments(simulate)
-    simulate.set_defaults(handler=_simulate)
 
     from incidentkit.flows import FLOWS
 
     run = sub.add_parser(
         "run",
+        handler=_run,
         help="execute a flow notebook (or every flow: all) with papermill and write its report",
         description="Execute notebooks/<flow>.ipynb against the evidence; write the executed "
         "notebook, an HTML report and findings.json. 'all' runs every flow the evidence "
         "supports into OUT/<flow>/, with OUT/index.html and OUT/summary.json. Exit 0 clean, "
         "1 findings need action, 2 evidence incomplete, 3 usage or manifest error, 4 notebook "
         "failed (run all: the worst of its flows).",
+        epilog=_flows_list(),
+        formatter_class=_WithFlowList,
     )
     run.add_argument(
         "flow", help=f"the triage flow to run: {', '.join(sorted(FLOWS))}, or all of them: all"
@@ -516,10 +559,10 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
         help="run all: flows run at once (default: the CPUs, at most one per flow)",
     )
     run.add_argument("--no-cache", action="store_true", help=NO_CACHE_HELP)
-    run.set_defaults(handler=_run)
 
     kept = sub.add_parser(
         "cache",
+        handler=_cache,
         help="show or clear the cache of loaded sources",
         description="Every load of a file source is kept in the user's cache folder, so the "
         "next flow, notebook re-run or inspect of the same files reads it instead of parsing "
@@ -528,10 +571,10 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
         epilog="exit codes: 0 done; 3 a usage error",
     )
     kept.add_argument("action", choices=("info", "clear"), help="info or clear")
-    kept.set_defaults(handler=_cache)
 
     new = sub.add_parser(
         "new",
+        handler=_new,
         help="write a parameterised flow notebook for one incident",
         description="Copy a flow notebook with its parameters filled in, to open in JupyterLab.",
     )
@@ -540,20 +583,20 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
     new.add_argument("--evidence", required=True, help="evidence.toml or its folder")
     new.add_argument("--out", help="folder to write into (default incidents/INCIDENT)")
     new.add_argument("-p", "--parameter", nargs=2, action="append", metavar=("NAME", "VALUE"))
-    new.set_defaults(handler=_new)
 
     postmortem = sub.add_parser(
         "postmortem",
+        handler=_postmortem,
         help="draft a postmortem from one incident's findings",
         description="Turn the findings of one flow's --out folder (or of run all's) into a "
         "postmortem draft on standard output; save it in that folder (its links are relative).",
     )
     postmortem.add_argument("out", help="the --out folder of incidentkit run (a flow or all)")
     postmortem.add_argument("--format", default="md", choices=("md", "html"))
-    postmortem.set_defaults(handler=_postmortem)
 
     actions = sub.add_parser(
         "actions",
+        handler=_actions,
         help="list the runs to act on after a crash (from the orphans flow's findings)",
         description="The run ids and sessions the orphans flow says to re-drive, park, mark "
         "done or ask downstream about, for whoever runs the recovery.",
@@ -561,10 +604,10 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
     actions.add_argument("out", help="the --out folder of incidentkit run orphans (or all)")
     actions.add_argument("--kind", required=True, help="REDRIVE, PARK, MARK_DONE, ASK_DOWNSTREAM")
     actions.add_argument("--format", default="csv", choices=("csv", "json"))
-    actions.set_defaults(handler=_actions)
 
     demo = sub.add_parser(
         "demo",
+        handler=_demo,
         help="run every flow on every bundled incident and link the reports",
         description="One run all per bundled incident (fixtures/ of a checkout) into OUT, and "
         "OUT/index.html linking them.",
@@ -572,7 +615,6 @@ def build_parser(*, with_simulate: bool = True) -> argparse.ArgumentParser:
     demo.add_argument("--out", default="out/demo", help="folder to write into (out/demo)")
     demo.add_argument("--fixtures", default="fixtures", help="the bundled incidents (fixtures)")
     demo.add_argument("--jobs", type=int, help="flows run at once (default: the CPUs)")
-    demo.set_defaults(handler=_demo)
     return parser
 
 

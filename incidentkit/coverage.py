@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 
@@ -24,6 +24,14 @@ from incidentkit.baselines.indexes import IndexAdvice, advice
 from incidentkit.errors import IncidentkitError, ManifestError, ParameterError
 from incidentkit.evidence import FRAME_SOURCES, Evidence
 from incidentkit.manifest import EARLIEST, PARQUET, Filters, SourceSpec, did_you_mean
+from incidentkit.times import iso_utc
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+    from incidentkit.sources.sql import TableInfo
+
+_T = TypeVar("_T")
 
 TIME_COLUMNS: Mapping[str, tuple[str, str]] = {
     "runs": ("started_at", "updated_at"),
@@ -123,10 +131,8 @@ class Coverage:
         return asdict(self)
 
 
-def _iso(value: Any) -> str | None:
-    if value is None or pd.isna(value):
-        return None
-    return str(pd.Timestamp(value).strftime("%Y-%m-%dT%H:%M:%S.%f"))[:-3] + "Z"
+def _iso(value: pd.Timestamp | None) -> str | None:
+    return None if value is None or pd.isna(value) else iso_utc(value)
 
 
 def measure(evidence: Evidence) -> Coverage:
@@ -518,13 +524,15 @@ def names(
     ``evidence`` reads (with its filters: the rows a flow reads anyway); if none there, a bound
     probe of the whole table in a database, else the source read whole, without filters
     (``whole``: that evidence, so several questions read it once)."""
+    from incidentkit.sources import sql
+
     _, frames = FILTERED[column]
     if evidence.frame(frames[section])[column].eq(value).any():
         return True
     spec = evidence.sources[section]
     probe = _in_database(spec, section, column, evidence.environ) if spec.is_database else None
     if probe is not None:
-        return bool(probe(lambda conn, table, name: _holds(conn, table, name, value)))
+        return probe(partial(sql.holds_value, value=value))
     found, _ = held_names(evidence, column, [section], limit=None, whole=whole)[section]
     return value in found
 
@@ -559,21 +567,15 @@ def held_names(
     return out
 
 
-def _holds(conn: Any, table: Any, name: str, value: str) -> bool:
-    from incidentkit.sources import sql
-
-    return sql.holds_value(conn, table, name, value)
-
-
 def _in_database(
     spec: SourceSpec, section: str, column: str, environ: Mapping[str, str] | None
-) -> Callable[[Callable[[Any, Any, str], Any]], Any] | None:
+) -> Callable[[Callable[[Connection, TableInfo, str], _T]], _T] | None:
     """For a database source whose table holds ``column``: a function running a query on
     (connection, table, the column's name there); None when the kit cannot tell which table."""
-    if section not in ("ledger", "journal", "events"):
-        return None
+    if section not in ("ledger", "journal", "events") or spec.format == "adk-redis":
+        return None  # no table (a Redis store is read whole: held_names loads it)
 
-    def run(query: Callable[[Any, Any, str], Any]) -> Any:
+    def run(query: Callable[[Connection, TableInfo, str], _T]) -> _T:
         from incidentkit.sources import events, sql
         from incidentkit.sources.events import adk_python
         from incidentkit.sources.sql import journal, ledger, tables

@@ -15,12 +15,12 @@ import enum
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict, TypeVar, Unpack
 
 import msgspec
 import numpy as np
@@ -37,6 +37,8 @@ FLOW_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$"
 """What a document's ``flow`` may be: a name that is safe as a file name and in Markdown."""
 MAX_DEPTH = 64
 """How deeply a parameter or row value may nest (a flow's deepest is about 5)."""
+TimeLike = datetime | np.datetime64 | str
+"""A time a document records (a ``pd.Timestamp`` is a datetime; text is ISO 8601)."""
 
 
 class Verdict(enum.StrEnum):
@@ -121,6 +123,22 @@ class Provenance:
         object.__setattr__(self, "parameters", _scrub(json_safe(dict(self.parameters))))
 
 
+class FindingsContext(TypedDict, total=False):
+    """What a flow's findings record beside its report: the keywords of every flow's
+    ``*_findings`` builder, passed on to :meth:`Findings.build` (each optional)."""
+
+    title: str | None
+    """The incident's title."""
+    window: tuple[TimeLike, TimeLike] | None
+    """The incident's window."""
+    rejects: pd.DataFrame | None
+    """Rows of the flow's sources the loaders could not read."""
+    row_limit: int | None
+    """How many proving rows a finding keeps (:data:`ROW_LIMIT` when not given; None: all)."""
+    parameters: Mapping[str, Any] | None
+    """The settings the flow ran with."""
+
+
 @dataclass(frozen=True)
 class Findings:
     """A flow's verdict, summary counts and findings; serialises to ``findings.json``."""
@@ -184,10 +202,45 @@ class Findings:
         return write_atomic(path, self.to_json())
 
     @classmethod
+    def build(
+        cls,
+        flow: str,
+        items: Iterable[Finding | None],
+        summary: Mapping[str, int],
+        *,
+        incomplete: bool = False,
+        as_of: TimeLike | None = None,
+        **context: Unpack[FindingsContext],
+    ) -> Findings:
+        """Every flow's findings document, closed the same way: its ``items`` (a None is one
+        its builder had nothing for) after the ``<flow>/rejects`` item when ``rejects`` holds
+        rows (None: the flow says it itself), the summary with its ``rejects`` count (last,
+        unless the flow placed it), the verdict (INCOMPLETE_EVIDENCE when ``incomplete`` or
+        rows were rejected) and the provenance."""
+        rejects = context.get("rejects")
+        rejected = 0 if rejects is None else len(rejects)
+        limit = context.get("row_limit", ROW_LIMIT)
+        opening = (
+            [rejects_item(flow, rejects, limit=limit)] if rejects is not None and rejected else []
+        )
+        shown = (*opening, *(item for item in items if item is not None))
+        counts = dict(summary)
+        counts.setdefault("rejects", rejected)
+        window = context.get("window")
+        provenance = Provenance(
+            context.get("title"),
+            None if window is None else (iso_text(window[0]), iso_text(window[1])),
+            None if as_of is None else iso_text(as_of),
+            dict(context.get("parameters") or {}),
+        )
+        verdict = verdict_of(shown, incomplete=incomplete or rejected > 0)
+        return cls(flow, verdict, counts, shown, provenance)
+
+    @classmethod
     def from_json(cls, text: str | bytes) -> Findings:
         """Read a findings document, dispatching on its ``schema`` id; every field is checked
         against that version's schema (a misshapen one is a ``ParameterError`` naming it)."""
-        head: _Head = _decode(text, _Head)
+        head = _decode(text, _Head)
         reader = _READERS.get(head.schema) if isinstance(head.schema, str) else None
         if reader is None:
             raise ParameterError(
@@ -214,7 +267,7 @@ _Counter = Annotated[int, msgspec.Meta(ge=-_INT64, le=_INT64)]
 class _Head(msgspec.Struct):
     """What every findings document has: the schema id its reader is chosen by."""
 
-    schema: Any = None
+    schema: object = None
 
 
 class _EvidenceV1(msgspec.Struct):
@@ -246,7 +299,10 @@ class _DocumentV1(msgspec.Struct):
     items: list[_ItemV1]
 
 
-def _decode(text: str | bytes, kind: type[_Head] | type[_DocumentV1]) -> Any:
+_Doc = TypeVar("_Doc", _Head, _DocumentV1)
+
+
+def _decode(text: str | bytes, kind: type[_Doc]) -> _Doc:
     """``text`` decoded as ``kind``; bad JSON and misshapen fields as ``ParameterError``."""
     fix = "give the findings.json a flow wrote"
     try:
@@ -280,7 +336,7 @@ def misshapen(
     )
 
 
-def _field_error(path: str, problem: str, value: Any) -> ParameterError:
+def _field_error(path: str, problem: str, value: object) -> ParameterError:
     return ParameterError(
         f"findings document lacks or misshapes a field of {SCHEMA} at {path}",
         value=f"{problem}: {value!r}" if value is not None else problem,
@@ -295,9 +351,9 @@ def _time_field(value: str, path: str) -> str:
         raise _field_error(path, "expected an ISO 8601 time with an offset", value) from err
 
 
-def _check_depth(value: Any, path: str) -> None:
+def _check_depth(value: object, path: str) -> None:
     """Refuse a value nested more than :data:`MAX_DEPTH` levels (walked without recursion)."""
-    stack = [(value, 0)]
+    stack: list[tuple[object, int]] = [(value, 0)]
     while stack:
         current, depth = stack.pop()
         if depth > MAX_DEPTH:
@@ -309,7 +365,7 @@ def _check_depth(value: Any, path: str) -> None:
 
 
 def _read_v1(text: str | bytes) -> Findings:
-    data: _DocumentV1 = _decode(text, _DocumentV1)
+    data = _decode(text, _DocumentV1)
     evidence = data.evidence
     parameters = evidence.parameters or {}
     _check_depth(parameters, "$.evidence.parameters")
@@ -411,36 +467,6 @@ def rows_of(
     return tuple(_scrub_text_values(json_safe(record)) for record in picked.to_dict("records"))
 
 
-def build_findings(
-    flow: str,
-    items: Sequence[Finding],
-    summary: Mapping[str, int],
-    *,
-    rejects: pd.DataFrame | None,
-    incomplete: bool = False,
-    title: str | None = None,
-    window: tuple[Any, Any] | None = None,
-    as_of: Any = None,
-    parameters: Mapping[str, Any] | None = None,
-    row_limit: int | None = ROW_LIMIT,
-) -> Findings:
-    """Every flow's findings document, closed the same way: the ``<flow>/rejects`` item first
-    when ``rejects`` holds rows (None: the flow says it itself), the summary with its
-    ``rejects`` count (last, unless the flow placed it), the verdict (INCOMPLETE_EVIDENCE when
-    ``incomplete`` or rows were rejected) and the provenance."""
-    rejected = 0 if rejects is None else len(rejects)
-    opening = (
-        [rejects_item(flow, rejects, limit=row_limit)] if rejects is not None and rejected else []
-    )
-    shown = (*opening, *items)
-    counts = dict(summary)
-    counts.setdefault("rejects", rejected)
-    verdict = verdict_of(shown, incomplete=incomplete or rejected > 0)
-    stamp = None if as_of is None else iso_text(as_of)
-    provenance = Provenance(title, window, stamp, dict(parameters or {}))
-    return Findings(flow, verdict, counts, shown, provenance)
-
-
 def rejects_item(flow: str, rejects: pd.DataFrame, *, limit: int | None = ROW_LIMIT) -> Finding:
     """The ``<flow>/rejects`` item: rows of the flow's sources the loaders could not read."""
     return Finding(
@@ -497,7 +523,10 @@ def _scrub_text_values(value: Any) -> Any:
     return value
 
 
-def _enum(kind: type[enum.StrEnum], value: Any, what: str) -> Any:
+_Enum = TypeVar("_Enum", bound=enum.StrEnum)
+
+
+def _enum(kind: type[_Enum], value: str, what: str) -> _Enum:
     try:
         return kind(value)
     except ValueError:

@@ -155,15 +155,19 @@ EVENTS = _spec(
     rewind_before=STR,
     rewound_by=STR,
 )
+_OF_EVENT = {
+    "event_id": STR,
+    "session_id": STR,
+    "invocation_id": STR,
+    "seq": INT,
+    "ts": TS,
+    "author": STR,
+}
+"""The leading columns of a frame of event parts: the event each row comes from."""
 CALLS = _spec(
     "calls",
     "One row per functionCall part; args_key is canonical JSON of args.",
-    event_id=STR,
-    session_id=STR,
-    invocation_id=STR,
-    seq=INT,
-    ts=TS,
-    author=STR,
+    **_OF_EVENT,
     call_id=STR,
     name=STR,
     args=OBJ,
@@ -173,12 +177,7 @@ CALLS = _spec(
 RESPONSES = _spec(
     "responses",
     "One row per functionResponse part.",
-    event_id=STR,
-    session_id=STR,
-    invocation_id=STR,
-    seq=INT,
-    ts=TS,
-    author=STR,
+    **_OF_EVENT,
     call_id=STR,
     name=STR,
     response=OBJ,
@@ -186,12 +185,7 @@ RESPONSES = _spec(
 STATE_WRITES = _spec(
     "state_writes",
     "One row per key of an event's stateDelta; removed marks a deletion.",
-    event_id=STR,
-    session_id=STR,
-    invocation_id=STR,
-    seq=INT,
-    ts=TS,
-    author=STR,
+    **_OF_EVENT,
     key=STR,
     scope=STR,
     value=OBJ,
@@ -379,10 +373,7 @@ REJECTS = _spec(
 WARNINGS = _spec(
     "warnings",
     "Evidence that was read but is odd or incomplete (events that name no session, ...).",
-    source=STR,
-    location=STR,
-    reason=STR,
-    raw=STR,
+    **REJECTS.dtypes,
 )
 
 FRAMES: Mapping[str, FrameSpec] = {
@@ -495,11 +486,11 @@ def build(
     return conform(name, given)
 
 
-def _missing(value: Any) -> bool:
+def _missing(value: object) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
 
-def neutral(frame: str, column: str, n: int) -> Any:
+def neutral(frame: str, column: str, n: int) -> pd.Series | bool | int | None:
     """``n`` rows of the neutral value of ``column``: missing text, ``False``, ``0``, ``NaT``,
     an empty tuple for tuple columns, ``None`` for other payloads."""
     dtype = dict(spec_of(frame).columns)[column]

@@ -48,9 +48,11 @@ _SOURCE_FORMATS: Mapping[str, tuple[str, ...]] = {
         "vertex-ai-json",
         "firestore-json",
         "bigquery-agent-analytics",
+        "adk-mongodb-json",
+        "adk-redis",
     ),
     "journal": ("sql", "csv", "jsonl"),
-    "spans": ("otlp-json", "jaeger-json"),
+    "spans": ("otlp-json", "jaeger-json", "adk-web-sqlite"),
     "diagnostics": ("text", "json", "bigquery-agent-analytics"),
     "threads": ("jcmd",),
     "histograms": ("jcmd",),
@@ -385,17 +387,27 @@ def _parse_apps(raw: object) -> dict[str, dict[str, Any]]:
             fix='write [apps.support] then terminal_agent = "support_agent" on the next line',
         )
     profiles: dict[str, dict[str, Any]] = {}
+    allowed = profile_keys()
     for app, table in raw.items():
         where = f"[apps.{app}]"
-        unknown = sorted(set(table) - set(PROFILE_KEYS))
+        unknown = sorted(set(table) - allowed)
         if unknown:
             raise ManifestError(
                 f"{where} has unknown keys",
                 value=unknown,
-                fix=f"{did_you_mean(unknown, PROFILE_KEYS)}allowed: {sorted(PROFILE_KEYS)}",
+                fix=f"{did_you_mean(unknown, allowed)}allowed: {sorted(allowed)}",
             )
         profiles[app] = {key: _profile_value(where, key, value) for key, value in table.items()}
     return profiles
+
+
+def profile_keys() -> frozenset[str]:
+    """The keys an ``[apps.<name>]`` profile may hold: :data:`PROFILE_KEYS` and every key a
+    registered flow's settings read from the profile (a flow added later declares its own;
+    its settings check the value when the flow runs)."""
+    from incidentkit.flows import FLOWS  # the flows build on this module: imported when used
+
+    return frozenset(PROFILE_KEYS).union(*(flow.profile_keys for flow in FLOWS.values()))
 
 
 def _profile_value(where: str, key: str, value: object) -> object:
@@ -428,6 +440,8 @@ def _profile_value(where: str, key: str, value: object) -> object:
             "projects/.../reasoningEngines/<id>)",
         ),
     }
+    if key not in checks:  # a flow's own key: its settings check it when the flow runs
+        return dict(value) if isinstance(value, Mapping) else value
     ok, example = checks[key]
     if not ok:
         raise ManifestError(
@@ -646,6 +660,22 @@ def _check_url(section: str, url: object) -> str:
                 fix='write url = "env:INCIDENT_DB_URL"',
             )
         return url
+    if url.partition("://")[0].lower() in ("redis", "rediss", "unix") and "://" in url:
+        # ADK Python's RedisSessionService store ([events] format = "adk-redis"), read by
+        # redis-py, which splits the URL as urllib does: refused as a SQL URL would be.
+        from urllib.parse import urlsplit
+
+        try:
+            split = urlsplit(url)
+            split.port  # noqa: B018  (a port that is no number raises here)
+        except ValueError as err:
+            raise ManifestError(
+                f"[{section}] url is not a Redis URL",
+                value=redact_url(url),
+                fix="write redis://[user@]host:port/db (or rediss://, unix:///path.sock) in an "
+                'environment variable and say url = "env:NAME"',
+            ) from err
+        return _no_literal_password(section, url, bool(split.password))
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError) as err:
@@ -654,7 +684,12 @@ def _check_url(section: str, url: object) -> str:
             value=_redact(url),
             fix='write a SQLAlchemy URL in an environment variable and say url = "env:NAME"',
         ) from err
-    if parsed.password or has_query_secret(url):
+    return _no_literal_password(section, url, bool(parsed.password))
+
+
+def _no_literal_password(section: str, url: str, has_password: bool) -> str:
+    """``url``, refused when it holds a password (in its user part or its query)."""
+    if has_password or has_query_secret(url):
         raise ManifestError(
             f"[{section}] url holds a literal password",
             value=redact_url(url),

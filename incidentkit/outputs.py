@@ -67,6 +67,16 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
     return target
 
 
+def out_folder(out: str | os.PathLike[str], *, fix: str) -> Path:
+    """The ``--out`` folder, created if missing; a file of that name is a
+    :class:`ParameterError` (``fix`` says what the folder is for)."""
+    root = Path(out)
+    if root.exists() and not root.is_dir():
+        raise ParameterError("--out names a file, not a folder", value=str(root), fix=fix)
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
 @contextlib.contextmanager
 def holding(folder: str | os.PathLike[str]) -> Iterator[int | None]:
     """Hold ``folder`` (created if missing) for this run; yields the pid of an earlier run that
@@ -75,14 +85,9 @@ def holding(folder: str | os.PathLike[str]) -> Iterator[int | None]:
     Raises :class:`BusyError` when a live run holds it, :class:`ParameterError` when ``folder``
     is a file, and ``OSError`` when it cannot be created or written.
     """
-    root = Path(folder)
-    if root.exists() and not root.is_dir():
-        raise ParameterError(
-            "--out names a file, not a folder",
-            value=str(root),
-            fix="give a folder for the notebook, the report and findings.json (it is created)",
-        )
-    root.mkdir(parents=True, exist_ok=True)
+    root = out_folder(
+        folder, fix="give a folder for the notebook, the report and findings.json (it is created)"
+    )
     descriptor = os.open(root / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:

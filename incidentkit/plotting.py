@@ -8,13 +8,15 @@ embeds it as a PNG in the HTML report.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.axes import Axes
+    from matplotlib.axis import Axis
+    from matplotlib.ticker import Formatter
 
 
 class Picture:
@@ -63,6 +65,13 @@ def new_axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
     from matplotlib.figure import Figure
 
     return Figure(figsize=size, layout="constrained").add_subplot()
+
+
+def nothing_to_show(ax: Axes, text: str) -> Axes:
+    """``ax`` bare but for ``text`` in its middle: a figure whose data is empty says so."""
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
+    ax.set_axis_off()
+    return ax
 
 
 SECOND = 1.0 / 86_400.0
@@ -115,7 +124,7 @@ def clock_label(x: float, unit: str, *, dated: bool = False) -> str:
     return f"{utc_of(x).round('1s').strftime('%m-%d')} {text}" if dated else text
 
 
-def _formatter(unit: str) -> Any:
+def _formatter(unit: str) -> Formatter:
     """The UTC clock's tick formatter; ``unit`` until it knows its ticks."""
     from matplotlib.ticker import Formatter
 
@@ -127,7 +136,7 @@ def _formatter(unit: str) -> Any:
         def __init__(self) -> None:
             self.unit = unit
 
-        def set_locs(self, locs: Any) -> None:
+        def set_locs(self, locs: list[float]) -> None:
             super().set_locs(locs)
             ticks = [float(x) for x in locs if np.isfinite(x)]
             self.unit = clock_unit(ticks) if ticks else "s"
@@ -161,7 +170,7 @@ def utc_time_axis(ax: Axes, left: float, right: float, *, bins: int = 6) -> None
     ax.set_xlabel(f"time on {utc_of(left).strftime('%Y-%m-%d')} (UTC)")
 
 
-def plain_log_axis(axis: Any, *, whole: bool = False) -> None:
+def plain_log_axis(axis: Axis, *, whole: bool = False) -> None:
     """A log-scaled axis labelled in plain numbers at 1, 2, 5, 10, 20 ... (no ``10^1``, which
     :func:`show` would print as written, no labelled minor ticks); ``whole``: counts, so no tick
     below 1 is labelled."""
@@ -170,7 +179,7 @@ def plain_log_axis(axis: Any, *, whole: bool = False) -> None:
     axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     axis.set_minor_formatter(NullFormatter())
 
-    def label(value: float, _: Any) -> str:
+    def label(value: float, _: int | None) -> str:
         if whole:
             return f"{value:,.0f}" if value >= 1 else ""
         return f"{value:,.0f}" if value >= 1 else f"{value:g}"
@@ -178,7 +187,7 @@ def plain_log_axis(axis: Any, *, whole: bool = False) -> None:
     axis.set_major_formatter(FuncFormatter(label))
 
 
-def count_axis(axis: Any) -> None:
+def count_axis(axis: Axis) -> None:
     """An axis of counts: ticks on whole numbers only (no 0.5 invocation)."""
     from matplotlib.ticker import MaxNLocator
 

@@ -18,7 +18,7 @@ from incidentkit.errors import ParameterError
 from incidentkit.findings import Finding, Severity, iso_text
 from incidentkit.flows import common as flows_common
 from incidentkit.manifest import Manifest, Window
-from incidentkit.outputs import exclusive
+from incidentkit.outputs import exclusive, out_folder
 from incidentkit.times import parse_duration, utc_timestamp
 
 STAMP = "%Y-%m-%dT%H%M%SZ"
@@ -130,14 +130,9 @@ def stale_finding(
 def stamped_folder(out: str | os.PathLike[str], at: pd.Timestamp) -> Path:
     """A new folder ``out/<at as 2026-12-02T061500Z>`` (``-2``, ``-3`` ... when taken): a
     scheduled run never writes into an earlier run's folder."""
-    root = Path(out)
-    if root.exists() and not root.is_dir():
-        raise ParameterError(
-            "--out names a file, not a folder",
-            value=str(root),
-            fix="give a folder: each --timestamped run writes a new folder inside it",
-        )
-    root.mkdir(parents=True, exist_ok=True)
+    root = out_folder(
+        out, fix="give a folder: each --timestamped run writes a new folder inside it"
+    )
     name = at.tz_convert("UTC").strftime(STAMP)
     for attempt in range(1, 1000):
         folder = root / (name if attempt == 1 else f"{name}-{attempt}")

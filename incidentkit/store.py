@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql
@@ -85,31 +84,24 @@ adk_internal_metadata = sa.Table(
     sa.Column("key", _K, primary_key=True),
     sa.Column("value", sa.String(256), nullable=False),
 )
-adk_sessions = sa.Table(
-    "sessions",
-    adk_python_metadata,
-    sa.Column("app_name", _K, primary_key=True),
-    sa.Column("user_id", _K, primary_key=True),
-    sa.Column("id", _K, primary_key=True),
-    sa.Column("state", _DYNAMIC_JSON, nullable=False),
-    sa.Column("create_time", _NAIVE, nullable=False),
-    sa.Column("update_time", _NAIVE, nullable=False),
-)
-adk_app_states = sa.Table(
-    "app_states",
-    adk_python_metadata,
-    sa.Column("app_name", _K, primary_key=True),
-    sa.Column("state", _DYNAMIC_JSON, nullable=False),
-    sa.Column("update_time", _NAIVE, nullable=False),
-)
-adk_user_states = sa.Table(
-    "user_states",
-    adk_python_metadata,
-    sa.Column("app_name", _K, primary_key=True),
-    sa.Column("user_id", _K, primary_key=True),
-    sa.Column("state", _DYNAMIC_JSON, nullable=False),
-    sa.Column("update_time", _NAIVE, nullable=False),
-)
+
+
+def _state_table(name: str, *keys: str, created: bool = False) -> sa.Table:
+    """The state of one scope (a session, an app, a user): its keys, the ``state`` JSON,
+    ``create_time`` when ``created``, and ``update_time``."""
+    times = ("create_time", "update_time") if created else ("update_time",)
+    return sa.Table(
+        name,
+        adk_python_metadata,
+        *(sa.Column(key, _K, primary_key=True) for key in keys),
+        sa.Column("state", _DYNAMIC_JSON, nullable=False),
+        *(sa.Column(time, _NAIVE, nullable=False) for time in times),
+    )
+
+
+adk_sessions = _state_table("sessions", "app_name", "user_id", "id", created=True)
+adk_app_states = _state_table("app_states", "app_name")
+adk_user_states = _state_table("user_states", "app_name", "user_id")
 adk_events = sa.Table(
     "events",
     adk_python_metadata,
@@ -149,11 +141,11 @@ def create_tables(engine: Engine, metadata: sa.MetaData) -> None:
 
 
 def insert_rows(
-    engine: Engine, table: sa.Table, rows: Iterable[Mapping[str, Any]], *, batch: int = 20_000
+    engine: Engine, table: sa.Table, rows: Iterable[Mapping[str, object]], *, batch: int = 20_000
 ) -> int:
     """Insert ``rows`` into ``table`` in batches (COPY on PostgreSQL); returns the row count."""
     total = 0
-    chunk: list[Mapping[str, Any]] = []
+    chunk: list[Mapping[str, object]] = []
     for row in rows:
         chunk.append(row)
         if len(chunk) >= batch:
@@ -173,7 +165,7 @@ def _json_columns(table: sa.Table) -> set[str]:
     }
 
 
-def _write(engine: Engine, table: sa.Table, rows: Sequence[Mapping[str, Any]]) -> int:
+def _write(engine: Engine, table: sa.Table, rows: Sequence[Mapping[str, object]]) -> int:
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             _copy_in(conn, table, rows)
@@ -194,13 +186,13 @@ def _write(engine: Engine, table: sa.Table, rows: Sequence[Mapping[str, Any]]) -
     return len(rows)
 
 
-def _utc_wall(value: Any) -> Any:
+def _utc_wall(value: object) -> object:
     if isinstance(value, datetime) and value.tzinfo is not None:
         return value.astimezone(UTC).replace(tzinfo=None)
     return value
 
 
-def _copy_in(conn: sa.Connection, table: sa.Table, rows: Sequence[Mapping[str, Any]]) -> None:
+def _copy_in(conn: sa.Connection, table: sa.Table, rows: Sequence[Mapping[str, object]]) -> None:
     from psycopg import sql as psql
 
     names = [col.name for col in table.columns]

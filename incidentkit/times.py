@@ -1,4 +1,5 @@
-"""Time parsing: every timestamp the kit reads or is given becomes UTC here.
+"""Time parsing: every timestamp the kit reads or is given becomes UTC here, and
+:func:`iso_utc` writes times back as UTC ISO 8601 text.
 
 ``parse_utc`` reads a column row by row tolerant (the reasons become rejects), ``to_utc`` reads
 a column strictly, ``utc_timestamp`` reads one parameter. Naive times are refused unless the
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import re
 from decimal import ROUND_HALF_EVEN, Decimal
-from typing import Any, Final, cast
+from typing import Any, Final, Literal, cast, overload
 
 import numpy as np
 import pandas as pd
@@ -70,10 +71,12 @@ def parse_utc(
     reasons = pd.Series(None, index=index, dtype=object)
     zone = zone_of(naive)
     if isinstance(values.dtype, pd.DatetimeTZDtype):
-        return values.dt.tz_convert("UTC").dt.as_unit("ns"), reasons
+        aware = values.dt.tz_convert("UTC")
+        return _in_ns(aware, ~holdable(aware), reasons), reasons
     if pd.api.types.is_datetime64_dtype(values.dtype):
         if zone is not None:
-            return localize(values, zone).dt.as_unit("ns"), reasons
+            far = values.notna() & ~holdable(values.dt.tz_localize("UTC"))
+            return _in_ns(localize(values.mask(far), zone), far, reasons), reasons
         reasons[values.notna()] = NO_OFFSET
         return pd.Series(pd.NaT, index=index, dtype=TS), reasons
     present = values.notna()
@@ -133,6 +136,16 @@ def _arrow_parsed(text: pd.Series) -> pd.Series | None:
 
 _FIRST = pd.Timestamp.min.tz_localize("UTC") + pd.Timedelta(days=1)
 _LAST = pd.Timestamp.max.tz_localize("UTC") - pd.Timedelta(days=1)
+
+
+def _in_ns(times: pd.Series, far: pd.Series, reasons: pd.Series) -> pd.Series:
+    """Aware ``times`` (a Parquet column may hold microseconds past 2262) in nanoseconds, each
+    ``far`` one missing with :data:`OUT_OF_RANGE` as its reason."""
+    if far.any():
+        reasons[far[far].index] = OUT_OF_RANGE
+        times = times.mask(far)
+    in_ns: pd.Series = times.dt.as_unit("ns")
+    return in_ns
 
 
 def holdable(times: pd.Series) -> pd.Series:
@@ -197,6 +210,29 @@ def utc_timestamp(value: Any, *, what: str) -> pd.Timestamp:
     raise ParameterError(
         f"{what} is not a timestamp", value=value, fix="write it like 2026-11-29T03:10:00Z"
     )
+
+
+@overload
+def iso_utc(
+    times: pd.Series, *, precision: Literal["s", "ms"] = "ms", date: bool = True
+) -> pd.Series: ...
+@overload
+def iso_utc(
+    times: pd.Timestamp, *, precision: Literal["s", "ms"] = "ms", date: bool = True
+) -> str: ...
+def iso_utc(
+    times: pd.Series | pd.Timestamp, *, precision: Literal["s", "ms"] = "ms", date: bool = True
+) -> pd.Series | str:
+    """Times (a column, or one) as UTC ISO 8601 text with a ``Z``: ``2026-11-29T03:10:00.123Z``
+    (``precision="s"``: ``2026-11-29T03:10:00Z``; ``date=False``: ``03:10:00.123Z``), finer
+    digits cut, never rounded. Naive times are read as UTC; a missing one in a column stays
+    missing."""
+    layout = ("%Y-%m-%dT" if date else "") + ("%H:%M:%S.%f" if precision == "ms" else "%H:%M:%S")
+    end = -3 if precision == "ms" else None  # %f gives microseconds
+    if isinstance(times, pd.Series):
+        column: pd.Series = pd.to_datetime(times, utc=True).dt.strftime(layout).str[:end] + "Z"
+        return column
+    return str(pd.to_datetime(times, utc=True).strftime(layout))[:end] + "Z"
 
 
 NS_PER_UNIT: Final[dict[str, int]] = {

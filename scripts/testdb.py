@@ -5,16 +5,25 @@ postgres); else a throwaway cluster from the installed PostgreSQL binaries (run 
 ``postgres`` user when this runs as root, since initdb refuses root); else exit 1 saying how to
 install PostgreSQL. ``python scripts/testdb.py down DIR`` stops a throwaway cluster.
 
+``python scripts/testdb.py redis-up`` does the same for the Redis the Redis session-store tests
+read (``INCIDENTKIT_TEST_REDIS_URL``): that variable if set, else a throwaway ``redis-server``
+from the ``PATH``, listening on a unix socket only (``--port 0``), no persistence, so that its
+command counters are the tests' own; exit 2 (no ``export`` lines) when there is no
+``redis-server``. ``python scripts/testdb.py redis-down DIR`` stops it. The tests start one per
+module (the test command needs none).
+
 Only ``export`` lines go to stdout (the caller runs ``eval "$(...)"``); every error goes to
 stderr with its reason, and the exit status is 1.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -203,7 +212,82 @@ def down(data: str) -> int:
     return 0
 
 
+REDIS_ENV = "INCIDENTKIT_TEST_REDIS_URL"
+REDIS_DIR_ENV = "INCIDENTKIT_TEST_REDIS_DIR"
+NO_REDIS = 2
+"""redis-up's exit status when no Redis can be had here (the tests skip, saying why)."""
+
+
+def _redis_answers(socket_path: Path) -> bool:
+    try:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(1)
+            sock.connect(str(socket_path))
+            sock.sendall(b"PING\r\n")
+            return sock.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def redis_up() -> int:
+    """Print the export lines for a Redis the tests may write into; NO_REDIS when none."""
+    if os.environ.get(REDIS_ENV):
+        print(f"export {REDIS_ENV}='{os.environ[REDIS_ENV]}'")
+        return 0
+    server = shutil.which("redis-server")
+    if server is None:
+        sys.stderr.write(
+            f"scripts/testdb.py: no redis-server on the PATH and {REDIS_ENV} is not set; "
+            "install Redis (Debian/Ubuntu: apt-get install redis-server; macOS: brew install "
+            f"redis) or point {REDIS_ENV} at a server the tests may write into\n"
+        )
+        return NO_REDIS
+    scratch = Path(tempfile.mkdtemp(prefix="incidentkit-redis-"))
+    sock = scratch / "redis.sock"
+    command = [server, "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700"]
+    command += ["--save", "", "--appendonly", "no", "--dir", str(scratch)]
+    command += ["--daemonize", "yes", "--pidfile", str(scratch / "redis.pid")]
+    command += ["--logfile", str(scratch / "redis.log")]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    for _ in range(100):
+        if done.returncode != 0 or _redis_answers(sock):
+            break
+        time.sleep(0.05)
+    if done.returncode != 0 or not _redis_answers(sock):
+        said = done.stderr.strip() or _tail(scratch / "redis.log")
+        redis_down(str(scratch))
+        sys.stderr.write(f"scripts/testdb.py: redis-server did not start:\n{said}\n")
+        return 1
+    print(f"export {REDIS_ENV}='unix://{sock}'")
+    print(f"export {REDIS_DIR_ENV}='{scratch}'")
+    return 0
+
+
+def redis_down(folder: str) -> int:
+    """Stop the throwaway redis-server whose files are in ``folder``, and remove them."""
+    pidfile = Path(folder) / "redis.pid"
+    try:
+        pid = int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        pid = 0
+    if pid > 0:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+        for _ in range(100):
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                break
+            time.sleep(0.05)
+    shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "down":
         sys.exit(down(sys.argv[2]))
+    if len(sys.argv) == 2 and sys.argv[1] == "redis-up":
+        sys.exit(redis_up())
+    if len(sys.argv) == 3 and sys.argv[1] == "redis-down":
+        sys.exit(redis_down(sys.argv[2]))
     sys.exit(up())

@@ -155,6 +155,21 @@ def pack_without(pack: Path, tmp_path: Path, *sections: str) -> Path:
     return copy
 
 
+@pytest.fixture(scope="session")
+def demo_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``incidentkit demo`` run once per test process: a ``run all`` of every bundled incident
+    with its own parameters into ``<pack>/``, and the page that links them. Tests only read it
+    (one that changes a file works on a copy); the modules that use it share the ``demo``
+    xdist group, so one worker builds it."""
+    from incidentkit.demo import PACKS, run_demo
+
+    out = tmp_path_factory.mktemp("demo")
+    page, runs = run_demo(FIXTURES, out)
+    assert page == out / "index.html"
+    assert [run.pack for run in runs] == list(PACKS)
+    return out
+
+
 def read_run(
     flow: str, evidence: Path, out: Path, **parameters: Any
 ) -> tuple[int, dict[str, Any], str]:
@@ -178,6 +193,51 @@ def pytest_configure(config: pytest.Config) -> None:
 
         _CACHE_HOME.append(tempfile.mkdtemp(prefix="incidentkit-test-cache-"))
         os.environ["XDG_CACHE_HOME"] = _CACHE_HOME[-1]
+
+
+PYTESTMARK = re.compile(r"^pytestmark = (\[[^\]]*\]|.*)", re.MULTILINE)
+GROUP = re.compile(r"xdist_group\(\"([\w-]+)\"\)")
+
+
+def module_groups(root: Path) -> dict[str, str]:
+    """Each test module's ``xdist_group``, by node id path, read off its ``pytestmark``."""
+    tests = Path(__file__).resolve().parent
+    groups: dict[str, str] = {}
+    for path in sorted(tests.rglob("test_*.py")):
+        marks = PYTESTMARK.search(path.read_text(encoding="utf-8"))
+        found = GROUP.search(marks.group(1)) if marks else None
+        if found:
+            groups[path.relative_to(root).as_posix()] = found.group(1)
+    return groups
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` that keeps a module's ``xdist_group`` on one worker, so the shared
+    fixture it names (a demo, a ``run all``, snapshots) is built once. pytest-xdist 3.8 marks
+    a group by appending it to the node id, which pytest 9.2 no longer lets it do (xdist issue
+    1386): its loadgroup then spreads a group's tests like ``load``. The groups are read off the
+    modules' ``pytestmark`` instead; any other test is its own unit, as in loadgroup."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    groups = module_groups(config.rootpath)
+
+    class ModuleGroupScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            group = groups.get(nodeid.split("::", 1)[0])
+            return f"@{group}" if group else str(super()._split_scope(nodeid))
+
+    return ModuleGroupScheduling(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every notebook test is also ``slow`` (a kernel starts and a flow runs): ``pytest -m
+    'not slow'`` leaves them out with the tests marked slow by hand."""
+    for item in items:
+        if item.get_closest_marker("notebook") is not None:
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -267,6 +267,7 @@ def sql_pack(
     return simulate("runaway", tmp_path / "pack", into=url), url
 
 
+@pytest.mark.slow
 def test_inspect_names_the_index_a_baseline_needs_until_it_exists(
     sql_pack: tuple[Path, str], capsys: pytest.CaptureFixture[str]
 ) -> None:

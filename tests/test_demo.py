@@ -10,18 +10,16 @@ from pathlib import Path
 import pytest
 
 from incidentkit.cli import main
-from incidentkit.demo import PACKS, pack_parameters, run_demo
+from incidentkit.demo import PACKS, pack_parameters
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+pytestmark = pytest.mark.xdist_group("demo")  # one worker builds the shared demo
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("demo")
-    page, runs = run_demo(FIXTURES, out)
-    assert page == out / "index.html"
-    assert [run.pack for run in runs] == list(PACKS)
-    return out
+@pytest.fixture
+def demo(demo_out: Path) -> Path:
+    """The demo's folder (conftest's ``demo_out``, built once): these tests only read it."""
+    return demo_out
 
 
 def links(page: Path) -> list[str]:

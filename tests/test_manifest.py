@@ -148,7 +148,7 @@ def test_sqlite_path_becomes_a_database(tmp_path: Path) -> None:
             r"window.start is not a timestamp: datetime.time\(2, 30\)",
         ),
         (
-            'window = { start = 2026-11-29, end = 2026-11-29T04:00:00Z }\n'
+            "window = { start = 2026-11-29, end = 2026-11-29T04:00:00Z }\n"
             '[ledger]\npath = "a.csv"\n',
             "window.start is not a timestamp",
         ),

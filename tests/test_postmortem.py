@@ -31,7 +31,7 @@ def _latency() -> Findings:
 
 def _orphans() -> Findings:
     incident, settings = orphans.setup(FIXTURES / "crash_recovery", app_name="invoicing")
-    return orphans.findings(orphans.sweep(incident, settings), incident, settings)
+    return orphans.findings(orphans.triage(incident, settings), incident, settings)
 
 
 def _runaway() -> Findings:
@@ -240,7 +240,7 @@ def test_a_run_that_stopped_early_gives_a_draft_that_says_so(tmp_path: Path) -> 
 
 def test_rejected_rows_give_a_draft_that_says_the_evidence_is_incomplete(tmp_path: Path) -> None:
     incident, settings = orphans.setup(FIXTURES / "broken" / "malformed", app_name="invoicing")
-    findings = orphans.findings(orphans.sweep(incident, settings), incident, settings)
+    findings = orphans.findings(orphans.triage(incident, settings), incident, settings)
     findings.write(tmp_path / "findings.json")
     text = postmortem_command(tmp_path, fmt="md")
     assert findings.verdict.value == "INCOMPLETE_EVIDENCE"
@@ -251,7 +251,7 @@ def test_rejected_rows_give_a_draft_that_says_the_evidence_is_incomplete(tmp_pat
 def test_a_firestore_export_gives_a_draft_that_says_what_it_cannot_tell(tmp_path: Path) -> None:
     pack = FIXTURES / "vanished_state-firestore"
     incident, settings = orphans.setup(pack, app_name="shop")
-    findings = orphans.findings(orphans.sweep(incident, settings), incident, settings)
+    findings = orphans.findings(orphans.triage(incident, settings), incident, settings)
     findings.write(tmp_path / "findings.json")
     text = postmortem_command(tmp_path, fmt="md")
     assert findings.verdict.value == "INCOMPLETE_EVIDENCE" and "orphans" not in findings.summary

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CRASH = ROOT / "fixtures" / "crash_recovery"
 HEALTHY = ROOT / "fixtures" / "healthy"
 KNOWN = ("orphans", "latency_cliff", "runaway", "vanished_state", "session")
-pytestmark = pytest.mark.notebook
+pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("run_all")]  # one shared run
 
 
 @pytest.fixture(scope="module")

@@ -378,19 +378,19 @@ def test_stale_evidence_is_judged_at_its_end_and_says_so(monkeypatch: pytest.Mon
     truth = json.loads((CRASH / "truth.json").read_text(encoding="utf-8"))
     week_later = "2026-12-06T15:00:00Z"
     incident, settings = orphans.setup(CRASH, app_name="invoicing", as_of=week_later)
-    report = orphans.sweep(incident, settings)
+    report = orphans.triage(incident, settings)
     assert len(report.orphans) == len(truth["expected"]["orphans"])  # no lease expired since
     window_end = ts("2026-11-29T03:05:00Z")
-    assert window_end - pd.Timedelta(minutes=1) < settings["as_of"] < window_end
+    assert window_end - pd.Timedelta(minutes=1) < settings.as_of < window_end
     said = settings.sources["as_of"]
     assert said.startswith("the evidence's end: the evidence ends 7 d 11 h before as_of ")
     assert "2026-12-06T15:00:00Z (--as-of); ages judged at its end" in said
     # within the stale limit (the window's 35 min) as_of is judged as given
     _, near = orphans.setup(CRASH, app_name="invoicing", as_of="2026-11-29T03:20:00Z")
-    assert (near["as_of"], near.sources["as_of"]) == (ts("2026-11-29T03:20:00Z"), "--as-of")
+    assert (near.as_of, near.sources["as_of"]) == (ts("2026-11-29T03:20:00Z"), "--as-of")
     monkeypatch.setenv(STALE_AFTER_ENV, "3600")  # --stale-after 1h: the limit the run gives
     _, longer = orphans.setup(CRASH, app_name="invoicing", as_of="2026-11-29T03:50:00Z")
-    assert longer["as_of"] == ts("2026-11-29T03:50:00Z")
+    assert longer.as_of == ts("2026-11-29T03:50:00Z")
 
 
 def test_every_flow_takes_the_same_default_as_of(tmp_path: Path) -> None:
@@ -404,7 +404,7 @@ def test_every_flow_takes_the_same_default_as_of(tmp_path: Path) -> None:
         for flow in (orphans, latency, runaway, overview)
     }
     for settings in with_window.values():
-        assert settings["as_of"] == ts("2026-11-29T03:05:00Z")
+        assert settings.as_of == ts("2026-11-29T03:05:00Z")
         assert settings.sources["as_of"] == "the window's end"
     pack = pack_without_window(tmp_path)  # no window: the evidence's last record, not the clock
     found = {
@@ -413,7 +413,7 @@ def test_every_flow_takes_the_same_default_as_of(tmp_path: Path) -> None:
     }
     for settings in found.values():
         assert settings.sources["as_of"] == "the evidence's end (no window)"
-        assert ts("2026-11-29T02:30:00Z") < settings["as_of"] < ts("2026-11-30T00:00:00Z")
+        assert ts("2026-11-29T02:30:00Z") < settings.as_of < ts("2026-11-30T00:00:00Z")
 
 
 def test_an_empty_evidence_without_a_window_asks_for_as_of(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ snapshot's parts one way at a time).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import importlib
 import inspect
 import json
@@ -41,6 +42,7 @@ from incidentkit.sources.parquet import RECORD
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PACKS = sorted(p.name for p in FIXTURES.iterdir() if (p / "evidence.toml").is_file())
+pytestmark = pytest.mark.xdist_group("snapshot")  # one worker takes the module's snapshots
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +77,7 @@ def _filter_sets(source: Evidence) -> list[Filters]:
     return sets
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pack", PACKS)
 def test_a_snapshot_reads_back_as_its_source_under_every_filter(
     pack: str, snapshots: dict[str, Path]
@@ -98,13 +101,25 @@ def _findings(flow: str, evidence: Path, given: dict[str, Any]) -> dict[str, Any
     incident, settings = module.setup(
         str(evidence), **{k: v for k, v in given.items() if k in accepted}
     )
-    report = (module.sweep if flow == "orphans" else module.triage)(incident, settings)
+    report = module.triage(incident, settings)
     found = module.findings(report, incident, settings).to_dict()
     text = json.dumps({key: found[key] for key in ("verdict", "summary", "items")})
     for said in (str(evidence), os.path.relpath(evidence)):  # commands name the evidence
         text = text.replace(said, "EVIDENCE")
     loaded: dict[str, Any] = json.loads(text)
     return loaded
+
+
+@functools.cache
+def _source_findings(pack: str, flow: str) -> str:
+    """The findings ``flow`` gives on the bundled ``pack`` itself, as JSON text: computed once
+    for the module (two tests compare with orphans on crash_recovery), decoded anew for each."""
+    return json.dumps(_findings(flow, FIXTURES / pack, _given(pack)))
+
+
+def _expected(pack: str, flow: str) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(_source_findings(pack, flow))
+    return found
 
 
 def _given(pack: str) -> dict[str, Any]:
@@ -127,11 +142,12 @@ def _cases() -> list[tuple[str, str]]:
     return cases
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("pack", "flow"), _cases())
 def test_every_flow_finds_the_same_on_a_snapshot(
     pack: str, flow: str, snapshots: dict[str, Path]
 ) -> None:
-    expected = _findings(flow, FIXTURES / pack, _given(pack))
+    expected = _expected(pack, flow)
     assert _findings(flow, snapshots[pack], _given(pack)) == expected
 
 
@@ -191,6 +207,7 @@ _VALUES = st.recursive(
 )
 
 
+@pytest.mark.slow
 @given(st.dictionaries(_KEYS, _VALUES | st.dictionaries(_KEYS, _VALUES, max_size=4), max_size=5))
 @settings(max_examples=300, deadline=None)
 def test_the_source_manifest_writer_gives_back_what_toml_read(data: dict[str, Any]) -> None:
@@ -232,6 +249,7 @@ def test_tuple_payloads_decode_each_text_once_and_share_only_what_cannot_change(
     assert own.iloc[0][0] is not own.iloc[1][0]  # a dict inside is never shared by two rows
 
 
+@pytest.mark.slow
 def test_a_database_incident_snapshots_like_its_source(pg_url: str, tmp_path: Path) -> None:
     pack = simulate("crash_recovery", tmp_path / "pack", into=pg_url)
     environ = {"INCIDENT_DB_URL": pg_url}
@@ -316,11 +334,12 @@ def test_a_snapshot_is_never_written_into_a_folder_that_holds_files(tmp_path: Pa
     assert (tmp_path / "keep.txt").read_text() == "mine"
 
 
+@pytest.mark.slow
 def test_a_notebook_runs_on_a_snapshot(snapshots: dict[str, Path], tmp_path: Path) -> None:
     """papermill runs the flow's notebook on the snapshot folder as on any evidence."""
     given = _given("crash_recovery")
     code, findings, _html = read_run("orphans", snapshots["crash_recovery"], tmp_path, **given)
-    expected = _findings("orphans", FIXTURES / "crash_recovery", given)
+    expected = _expected("crash_recovery", "orphans")
     assert code == 1 and findings["verdict"] == expected["verdict"]
     assert [item["id"] for item in findings["items"]] == [i["id"] for i in expected["items"]]
 

@@ -44,7 +44,7 @@ def pushable(spec: SourceSpec | None) -> bool:
     if spec is None or spec.format == PARQUET:  # a snapshot: its frames are loaded
         return False
     if spec.is_database:
-        return spec.section in ("events", "ledger")
+        return spec.section in ("events", "ledger") and spec.format != "adk-redis"  # no SQL
     return spec.section == "events" and files.readable(spec)
 
 

@@ -63,6 +63,8 @@ def advice(spec: SourceSpec, environ: Mapping[str, str] | None = None) -> IndexA
     files and other sections)."""
     if not spec.is_database or spec.section not in ("events", "ledger"):
         return None
+    if spec.format == "adk-redis":  # a key-value store: no table to index
+        return None
     what = f"{spec.section} {spec.location()}"
     engine = sql.open_source(spec, environ, what=what)
     try:

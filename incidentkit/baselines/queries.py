@@ -31,7 +31,7 @@ are the kit's read-only ones.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -213,18 +213,8 @@ def per_invocation(
     inv = events.column("invocation_id")
     mark = sql.in_values(conn, inv, "marked", marked) if marked else sa.false()
     seconds = dialects.epoch_seconds(conn, events.column("ts"), events.storage)
-    conditions = sql.where(
-        conn,
-        filters,
-        sql.Predicates(
-            time=events.names["ts"],
-            app_name=events.names["app_name"],
-            session_id=events.names["session_id"],
-            invocation_id=events.names["invocation_id"],
-            time_storage=events.storage,
-        ),
-        events.info,
-    )
+    on = sql.Predicates.named(events.names, time="ts", time_storage=events.storage)
+    conditions = sql.where(conn, filters, on, events.info)
     columns = [
         inv.label("invocation_id"),
         _one(flags["model"]).label("model"),
@@ -290,7 +280,7 @@ HISTOGRAM_COLUMNS: Mapping[str, str] = {
 (``ended``), a limit error stored (``hit_limit``), one of the ids asked about (``marked``)."""
 
 
-def histogram_frame(rows: Any) -> pd.DataFrame:
+def histogram_frame(rows: Iterable[Sequence[object]]) -> pd.DataFrame:
     """Rows of :data:`HISTOGRAM_COLUMNS` values as a typed frame."""
     frame = pd.DataFrame([tuple(row) for row in rows], columns=list(HISTOGRAM_COLUMNS))
     return frame.astype(dict(HISTOGRAM_COLUMNS))
@@ -323,18 +313,8 @@ def ledger_runs(conn: Connection, spec: SourceSpec, filters: Filters, *, what: s
     end = dialects.epoch_seconds(conn, c["updated_at"], storage["updated_at"])
     status = sa.func.upper(c["status"])
     terminal = status.in_([RunStatus.DONE, RunStatus.FAILED, RunStatus.PARKED])
-    conditions = sql.where(
-        conn,
-        filters,
-        sql.Predicates(
-            time=names["started_at"],
-            app_name=names["app_name"],
-            session_id=names["session_id"],
-            invocation_id=names["invocation_id"],
-            time_storage=storage["started_at"],
-        ),
-        info,
-    )
+    on = sql.Predicates.named(names, time="started_at", time_storage=storage["started_at"])
+    conditions = sql.where(conn, filters, on, info)
     return (
         sa.select(
             start.label("start_s"),

@@ -1,8 +1,9 @@
 """Vectorised frame mechanics shared by the triage flows.
 
-Output contracts (:func:`as_columns`), first-true choice over aligned columns (:func:`choose`),
-multi-column membership (:func:`rows_in`), per-key combination (:func:`per_group`,
-:func:`tuples`) and plain-Python records for JSON-bound output (:func:`plain_records`).
+Output contracts (:func:`as_columns`, :func:`empty_view`), first-true choice over aligned
+columns (:func:`choose`), multi-column membership (:func:`rows_in`), per-key combination
+(:func:`per_group`, :func:`tuples`) and plain-Python records for JSON-bound output
+(:func:`plain_records`).
 """
 
 from __future__ import annotations
@@ -21,8 +22,17 @@ def as_columns(frame: pd.DataFrame, columns: Mapping[str, str]) -> pd.DataFrame:
     return cast_columns(frame, columns, what="a triage view")
 
 
+def empty_view(columns: Mapping[str, str]) -> pd.DataFrame:
+    """A view with no rows: exactly ``columns`` (name → dtype), typed as :func:`as_columns`
+    types them."""
+    return as_columns(pd.DataFrame(columns=list(columns)), columns)
+
+
 def choose(
-    conds: Sequence[Any], choices: Sequence[Any], default: Any, index: pd.Index
+    conds: Sequence[pd.Series | np.ndarray],
+    choices: Sequence[object],
+    default: object,
+    index: pd.Index,
 ) -> pd.Series:
     """``np.select`` over aligned columns: the first true condition's choice, else ``default``.
 
@@ -31,7 +41,7 @@ def choose(
     """
     n = len(index)
 
-    def arr(value: Any) -> np.ndarray:
+    def arr(value: object) -> np.ndarray:
         values: np.ndarray = (
             value.to_numpy(dtype=object)
             if isinstance(value, pd.Series)

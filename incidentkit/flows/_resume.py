@@ -32,6 +32,7 @@ from incidentkit.flows._frames import as_columns, per_group
 from incidentkit.flows._markers import marker_invocations
 from incidentkit.flows._text import fill, fill_first, text
 from incidentkit.frames import FLOAT, INT, STR, TS, SpanKind
+from incidentkit.times import iso_utc
 
 CLOCK_SLACK: Final = pd.Timedelta(milliseconds=100)
 """An event this close outside an invocation span still counts as inside it (the store's and
@@ -115,8 +116,7 @@ def _utc(series: pd.Series) -> pd.Series:
 
 def _clock(series: pd.Series) -> pd.Series:
     """Times as ``2026-12-06T20:38:56.699Z`` text (milliseconds shown: pauses can be short)."""
-    stamps = pd.to_datetime(series, utc=True)
-    return text(stamps.dt.strftime("%Y-%m-%dT%H:%M:%S.%f").str[:-3] + "Z")
+    return text(iso_utc(series))
 
 
 def _empty(columns: Mapping[str, str]) -> pd.DataFrame:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -13,6 +13,7 @@ from incidentkit.coverage import require_named
 from incidentkit.errors import ParameterError
 from incidentkit.evidence import Evidence
 from incidentkit.flows.common import begin, opened, up_to
+from incidentkit.flows.settings import Found
 from incidentkit.frames import empty
 from incidentkit.manifest import EARLIEST, Filters, Window
 
@@ -27,24 +28,24 @@ def open_session(
     session_id: str,
     app_name: str = "",
     user_id: str = "",
-    as_of: Any = "",
-) -> tuple[Evidence, SessionRef, dict[str, Any], dict[str, str]]:
+    as_of: object = "",
+) -> tuple[Evidence, SessionRef, Found]:
     """The incident narrowed to the session's app (its window up to ``as_of``: the manifest's
     window end, else the evidence's last record: :func:`~incidentkit.flows.common.judge`);
-    the session; the values so far (``as_of``, ``session_id``, ``user_id``) and where each
-    came from."""
+    the session; what was found (the app, ``as_of``, ``session_id``, ``user_id``) and where
+    each came from."""
     incident = opened(flow, evidence, as_of=as_of)
     ref = find_session(incident, session_id, app_name=app_name, user_id=user_id)
-    incident, _, values, sources = begin(flow, incident, app_name=ref.app_name, as_of=as_of)
-    if not (app_name and app_name.strip()):
-        sources["app_name"] = "the session's events"
-    incident = up_to(incident, values["as_of"])
-    values.update(session_id=ref.session_id, user_id=ref.user_id)
-    sources.update(
-        session_id="parameter",
-        user_id="parameter" if user_id and user_id.strip() else "the session's events",
+    incident, found = begin(flow, incident, app_name=ref.app_name, as_of=as_of)
+    assert found.as_of is not None  # begin judges it
+    incident = up_to(incident, found.as_of)
+    user_from = "parameter" if user_id and user_id.strip() else "the session's events"
+    found = replace(
+        found,
+        app_from=found.app_from if app_name and app_name.strip() else "the session's events",
+        more={"session_id": (ref.session_id, "parameter"), "user_id": (ref.user_id, user_from)},
     )
-    return incident, ref, values, sources
+    return incident, ref, found
 
 
 def history(evidence: Evidence, as_of: pd.Timestamp, *, session_id: str | None = None) -> Evidence:
@@ -57,7 +58,9 @@ def history(evidence: Evidence, as_of: pd.Timestamp, *, session_id: str | None =
     return evidence.narrowed(filters)
 
 
-def incident_window(evidence: Evidence, as_of: pd.Timestamp) -> tuple[Any, Any] | None:
+def incident_window(
+    evidence: Evidence, as_of: pd.Timestamp
+) -> tuple[pd.Timestamp, pd.Timestamp] | None:
     """The manifest's own window cut at ``as_of`` (what a one-session flow's findings record:
     its reading starts earlier, at the session's history)."""
     window = evidence.manifest.filters.window

@@ -1,4 +1,5 @@
-"""Steps every flow shares: its parameters resolved against the evidence, its rejects."""
+"""Steps every flow shares: the app and the moment its settings start from
+(:mod:`incidentkit.flows.settings` resolves the rest), the evidence it reads, its rejects."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -15,6 +16,7 @@ from incidentkit.errors import ParameterError
 from incidentkit.evidence import FRAME_SOURCES, Evidence
 from incidentkit.findings import iso_text
 from incidentkit.flows import FLOWS
+from incidentkit.flows.settings import Found
 from incidentkit.frames import empty
 from incidentkit.manifest import Window, run_as_of_from, run_stale_after
 from incidentkit.times import parse_duration, utc_timestamp
@@ -25,17 +27,17 @@ def begin(
     evidence: Evidence | str | os.PathLike[str],
     *,
     app_name: str,
-    as_of: Any,
-) -> tuple[Evidence, str, dict[str, Any], dict[str, str]]:
+    as_of: object,
+) -> tuple[Evidence, Found]:
     """What every flow's setup starts with: the incident opened and narrowed to its app, and
-    the moment it is judged at (:func:`judge`). Returns the evidence (read up to as_of), the
-    app, the values so far (``as_of``: the moment judged) and where each came from
-    (``app_name``, ``as_of``)."""
+    the moment it is judged at (:func:`judge`). Returns the evidence (read up to as_of) and
+    what was found, with where from: the app and the moment judged (the settings' ``as_of``:
+    :func:`~incidentkit.flows.settings.resolve` takes it from there)."""
     incident = opened(flow, evidence, as_of=as_of)
     app, app_from = resolve_app(incident, app_name)
     incident = for_app(incident, app)
     incident, moment = judge(flow, incident, as_of)
-    return incident, app, {"as_of": moment.at}, {"app_name": app_from, "as_of": moment.source}
+    return incident, Found(flow, app, app_from, moment.at, moment.source)
 
 
 WINDOW_END = "the window's end"
@@ -82,7 +84,7 @@ class AsOf:
 
 
 def judge(
-    flow: str, evidence: Evidence, as_of: Any, *, sections: Iterable[str] | None = None
+    flow: str, evidence: Evidence, as_of: object, *, sections: Iterable[str] | None = None
 ) -> tuple[Evidence, AsOf]:
     """The one rule for every flow's as_of, and the moment its ages are judged at.
 
@@ -115,7 +117,7 @@ def judge(
     return _judged(cut, AsOf(asked, run_as_of_from() or PARAMETER, at, end), end)
 
 
-def _blank(value: Any) -> bool:
+def _blank(value: object) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
 
@@ -174,7 +176,7 @@ def span_text(delta: pd.Timedelta) -> str:
     return " ".join(shown) or "0 s"
 
 
-def baseline_window(text: Any, as_of: pd.Timestamp) -> Window | None:
+def baseline_window(text: object, as_of: pd.Timestamp) -> Window | None:
     """The baseline window: empty means none (the incident window's own invocations); a
     duration (``7d``) ends at ``as_of``; ``START/END`` gives both ends in UTC."""
     if text is None or (isinstance(text, str) and not text.strip()):
@@ -192,34 +194,8 @@ def baseline_window(text: Any, as_of: pd.Timestamp) -> Window | None:
     return Window(as_of - span, as_of + pd.Timedelta(microseconds=1))
 
 
-def set_baseline(
-    values: dict[str, Any], sources: dict[str, str], baseline: Any, baseline_engine: Any
-) -> None:
-    """Resolve the ``baseline`` and ``baseline_engine`` parameters into a flow's settings
-    (``values["as_of"]`` resolved first), with where each came from."""
-    window = baseline_window(baseline, values["as_of"])
-    values["baseline"] = (
-        None if window is None else f"{window.start.isoformat()}/{window.end.isoformat()}"
-    )
-    sources["baseline"] = "parameter" if window is not None else "default"
-    values["baseline_engine"] = baseline_flag(baseline_engine)
-    sources["baseline_engine"] = "parameter" if baseline_engine is not True else "default"
-
-
-def baseline_flag(value: Any) -> bool:
-    """The ``baseline_engine`` parameter: true computes a baseline in the engine where the
-    source allows it, false loads its frames into pandas."""
-    if not isinstance(value, bool):
-        raise ParameterError(
-            "baseline_engine is not true or false",
-            value=value,
-            fix="give -p baseline_engine true (where the data lives) or false (load into pandas)",
-        )
-    return value
-
-
 def opened(
-    flow: str, evidence: Evidence | str | os.PathLike[str], *, as_of: Any = None
+    flow: str, evidence: Evidence | str | os.PathLike[str], *, as_of: object = None
 ) -> Evidence:
     """The incident a flow's ``evidence`` parameter names (an empty one is refused), a relative
     manifest window ending at ``as_of`` (the flow's parameter; empty: now); a filter of its
@@ -245,7 +221,7 @@ def opened(
 
 
 def resolve_as_of(
-    as_of: Any, evidence: Evidence, *, sections: Iterable[str] | None = None
+    as_of: object, evidence: Evidence, *, sections: Iterable[str] | None = None
 ) -> pd.Timestamp:
     """``as_of`` as a UTC timestamp; empty means the end of the evidence window, else the last
     record of the ``sections`` sources (default: every one); with neither, a ParameterError.
@@ -314,8 +290,21 @@ def log_context(evidence: Evidence, runs: pd.DataFrame, as_of: pd.Timestamp) -> 
     return evidence.narrowed(replace(evidence.filters, window=window))
 
 
+class Judged(Protocol):
+    """A flow's settings as its findings record them: judged at ``as_of``, each value with
+    where it came from (:class:`~incidentkit.flows.settings.FlowSettings`)."""
+
+    @property
+    def as_of(self) -> pd.Timestamp: ...
+
+    @property
+    def sources(self) -> Mapping[str, str]: ...
+
+    def as_dict(self) -> dict[str, object]: ...
+
+
 def findings_context(
-    evidence: Evidence, settings: Settings, sections: Iterable[str]
+    evidence: Evidence, settings: Judged, sections: Iterable[str]
 ) -> dict[str, Any]:
     """What a flow's findings record beside its report: the incident's title, its window (cut
     at ``as_of``), the rejects of the flow's sources, and the settings with where each came
@@ -327,7 +316,7 @@ def findings_context(
     notes = evidence_notes(evidence, read)
     return {
         "title": evidence.title,
-        "window": None if window is None else (window.start, min(window.end, settings["as_of"])),
+        "window": None if window is None else (window.start, min(window.end, settings.as_of)),
         "rejects": flow_rejects(evidence, read),
         "parameters": {
             **settings.as_dict(),
@@ -367,36 +356,6 @@ and a JFR recording's follow its events or file)."""
 def flow_rejects(evidence: Evidence, sections: Iterable[str]) -> pd.DataFrame:
     """Rejected rows of the sources a flow reads (other sources do not weaken its verdict)."""
     return evidence.rejects_of(sections).reset_index(drop=True)
-
-
-_EMPTY: tuple[Any, ...] = (None, "", 0, (), [], {})
-
-
-@dataclass(frozen=True)
-class Settings:
-    """A flow's resolved parameters: the app it sweeps, each value, and where it came from.
-
-    ``sources`` says, per name, "parameter" (given to the notebook), "[apps.<app>]" (the
-    manifest's profile), "default", or how the app was found. Findings and the report show both.
-    """
-
-    flow: str
-    app_name: str
-    values: Mapping[str, Any]
-    sources: Mapping[str, str]
-
-    def __getitem__(self, name: str) -> Any:
-        return self.values[name]
-
-    def as_dict(self) -> dict[str, Any]:
-        """The values with the app first, as findings.json records them."""
-        return {"app_name": self.app_name, **self.values}
-
-    def table(self) -> pd.DataFrame:
-        """One row per setting, for the notebook: name, value, from where."""
-        rows = [("app_name", self.app_name, self.sources["app_name"])]
-        rows += [(name, value, self.sources[name]) for name, value in self.values.items()]
-        return pd.DataFrame(rows, columns=["setting", "value", "from"]).astype({"value": object})
 
 
 def resolve_app(evidence: Evidence, given: str) -> tuple[str, str]:
@@ -483,35 +442,6 @@ def check_app(evidence: Evidence, app: str) -> None:
         [app],
         fix="give -p app_name with one of those apps (in a notebook: app_name in its "
         "parameters cell)",
-    )
-
-
-def setting(
-    evidence: Evidence,
-    flow: str,
-    app: str,
-    name: str,
-    given: Any,
-    *,
-    default: Any = _EMPTY,
-) -> tuple[Any, str]:
-    """One setting of ``flow`` for ``app``: the parameter if given, else the app's profile,
-    else ``default``; with none of them a ParameterError naming the key and its section."""
-    if given not in _EMPTY:
-        return given, "parameter"
-    profile = evidence.manifest.apps.get(app, {})
-    if name in profile:
-        return profile[name], f"[apps.{app}]"
-    if default is not _EMPTY:
-        return default, "default"
-    from incidentkit.manifest import PROFILE_KEYS
-
-    raise ParameterError(
-        f"the {flow} flow needs {name} for app {app!r}, and neither the parameters nor the "
-        f"manifest's [apps.{app}] profile give it",
-        value=given,
-        fix=f"add {name} to [apps.{app}] in the manifest ({PROFILE_KEYS[name]}), or give "
-        f"-p {name} ...",
     )
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, cast
 if TYPE_CHECKING:
     from incidentkit.findings import Finding
     from incidentkit.flows.card_lines import CardContext, CardLine
+    from incidentkit.flows.settings import FlowSettings
     from incidentkit.postmortem.collect import FlowFindings
     from incidentkit.postmortem.impact import Claim
     from incidentkit.postmortem.timeline import Moment
@@ -157,8 +158,12 @@ class Flow:
     summary: str
     sections: tuple[str, ...]
     """The manifest sections it reads: only their rejects make its evidence incomplete."""
-    profile_keys: tuple[str, ...]
-    """The ``[apps.<name>]`` keys of the manifest it reads."""
+    reads: tuple[str, ...] = ()
+    """The frames its triage reads (``evidence.FRAME_SOURCES``), each loaded once and handed
+    down; each comes from one of :attr:`sections`."""
+    settings: type[FlowSettings] | None = None
+    """Its settings (``flows/<name>/settings.py``): what each is, which the app's profile
+    gives, their defaults (:mod:`incidentkit.flows.settings`); None: none."""
     required: tuple[str, ...] = ()
     """Parameters it cannot run without (nothing in the evidence can stand in for them)."""
     needs: tuple[str, ...] = ()
@@ -170,3 +175,8 @@ class Flow:
     """What it is to a postmortem draft; None: its findings reach one as an unknown flow's do."""
     card: tuple[CardChecks, ...] = ()
     """Its cheap checks on the triage card, each run apart; empty: the card has no line for it."""
+
+    @property
+    def profile_keys(self) -> tuple[str, ...]:
+        """The ``[apps.<name>]`` keys of the manifest it reads (its :attr:`settings` say)."""
+        return () if self.settings is None else self.settings.profile_keys()

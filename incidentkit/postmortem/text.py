@@ -9,6 +9,8 @@ from urllib.parse import quote
 
 import pandas as pd
 
+from incidentkit.times import iso_utc
+
 TODO = "TODO(author):"
 """The marker of every passage a person must write (``> TODO(author): ...``)."""
 
@@ -79,8 +81,7 @@ def time(text: Any) -> pd.Timestamp | None:
 def iso(stamp: pd.Timestamp) -> str:
     """``stamp`` in UTC as ISO 8601 to the millisecond with a ``Z``: every time of the draft in
     one format (``2026-11-29T03:10:00.000Z``), whatever precision the findings wrote it in."""
-    utc = stamp.tz_convert("UTC")
-    return f"{utc.strftime('%Y-%m-%dT%H:%M:%S')}.{utc.microsecond // 1000:03d}Z"
+    return iso_utc(stamp)
 
 
 def utc(text: Any) -> str:

@@ -12,7 +12,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine
 from incidentkit import store
 from incidentkit.errors import SimulationError
 from incidentkit.simulate import javafmt, pyfmt
-from incidentkit.simulate.model import Bundle, Event, JournalRow, LedgerRow, aware
+from incidentkit.simulate.model import Bundle, Event, LedgerRow, aware
 from incidentkit.simulate.pystore import PythonStore, write_python_store
 from incidentkit.simulate.writers import (
     DiagnosticsLog,
@@ -163,7 +163,7 @@ class Pack:
         for jrow in bundle.journal:
             self._check(jrow.created_at, "journal row")
             self.counts.journal += 1
-            self.journal.write(self._sql(_journal_sql(jrow)) if self.sql else journal_line(jrow))
+            self.journal.write(self._sql(asdict(jrow)) if self.sql else journal_line(jrow))
         for event in bundle.events:
             self._event(event)
         exported = [sp for sp in bundle.spans if sp.end is not None]
@@ -287,7 +287,7 @@ class Pack:
         return self.counts
 
 
-def _append(source: Path, handle: Any) -> None:
+def _append(source: Path, handle: IO[str]) -> None:
     with source.open(encoding="utf-8", newline="") as part:
         shutil.copyfileobj(part, handle, 1 << 20)
 
@@ -323,17 +323,5 @@ def _ledger_sql(row: LedgerRow) -> dict[str, Any]:
         "lease_until": row.lease_until,
         "attempts": row.attempts,
         "started_at": row.started_at,
-        "updated_at": row.updated_at,
-    }
-
-
-def _journal_sql(row: JournalRow) -> dict[str, Any]:
-    return {
-        "key": row.key,
-        "invocation_id": row.invocation_id,
-        "function_call_id": row.function_call_id,
-        "status": row.status,
-        "result": row.result,
-        "created_at": row.created_at,
         "updated_at": row.updated_at,
     }

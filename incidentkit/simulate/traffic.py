@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from incidentkit.simulate import invoicing as invoice_flow
-from incidentkit.simulate.model import Bundle, Part
+from incidentkit.simulate.model import Bundle, LedgerRow, Part
 from incidentkit.simulate.script import Invocation
 from incidentkit.simulate.world import Session, World
 
@@ -56,7 +55,10 @@ class Live:
 
     session: Session
     left: int
-    memo: dict[str, Any] = field(default_factory=dict)
+    order: str | None = None
+    """The order a support session asks about."""
+    approval: tuple[str, LedgerRow] | None = None
+    """A filed expense report's wait for its manager: the call's id and the paused run."""
 
 
 @dataclass(frozen=True)
@@ -74,17 +76,16 @@ class Background:
     """Tail sampling: the share of (healthy) traces the collector keeps."""
 
 
+def _turn(world: World, live: Live, start: int, owner: str, root: str, text: str) -> Invocation:
+    """A user's message to ``root`` in the live session."""
+    return Invocation(world, live.session, start=start, root=root, owner=owner, text=text)
+
+
 def support(world: World, live: Live, start: int, owner: str) -> Bundle:
     rng = world.rng
-    order = live.memo.setdefault("order", f"ORD-{rng.randrange(10_000, 99_999)}")
-    inv = Invocation(
-        world,
-        live.session,
-        start=start,
-        root="support_agent",
-        owner=owner,
-        text=f"Where is my order {order}?",
-    )
+    drawn = f"ORD-{rng.randrange(10_000, 99_999)}"  # every turn draws one; the first is kept
+    order = live.order = live.order or drawn
+    inv = _turn(world, live, start, owner, "support_agent", f"Where is my order {order}?")
     agent = inv.agent("support_agent")
     rounds = rng.choices(range(len(SUPPORT_ROUNDS)), SUPPORT_ROUNDS)[0]
     for i in range(rounds):
@@ -103,13 +104,8 @@ def support(world: World, live: Live, start: int, owner: str) -> Bundle:
 def travel(world: World, live: Live, start: int, owner: str) -> Bundle:
     rng = world.rng
     target = rng.choice(("flights_agent", "hotels_agent"))
-    inv = Invocation(
-        world,
-        live.session,
-        start=start,
-        root="travel_planner",
-        owner=owner,
-        text="Find me something for Lisbon next week.",
+    inv = _turn(
+        world, live, start, owner, "travel_planner", "Find me something for Lisbon next week."
     )
     planner = inv.agent("travel_planner")
     specialist = planner.transfer(target)
@@ -127,21 +123,16 @@ def invoicing(world: World, live: Live, start: int, owner: str) -> Bundle:
 
 def expenses(world: World, live: Live, start: int, owner: str) -> Bundle:
     """A report paused on a manager's approval; the approval resumes the same ledger run."""
-    pending = live.memo.pop("approval", None)
+    pending, live.approval = live.approval, None
     if pending is None:
         report = f"EXP-{world.rng.randrange(1000, 9999)}"
-        inv = Invocation(
-            world,
-            live.session,
-            start=start,
-            root="expense_agent",
-            owner=owner,
-            text=f"Please file expense report {report}.",
+        inv = _turn(
+            world, live, start, owner, "expense_agent", f"Please file expense report {report}."
         )
         agent = inv.agent("expense_agent")
         call = agent.request("request_manager_approval", {"reportId": report}, long_running=True)
         bundle = inv.finish()
-        live.memo["approval"] = (call.call_id, bundle.ledger.pop())
+        live.approval = (call.call_id, bundle.ledger.pop())
         live.left = max(live.left, 2)
         return bundle
     call_id, paused = pending
@@ -194,14 +185,14 @@ def stream(world: World, bg: Background) -> Iterator[Bundle]:
         live.left -= 1
         gap = (
             world.between(120_000, 900_000)
-            if "approval" in live.memo
+            if live.approval is not None
             else world.between(8_000, 90_000)
         )
         next_start = bundle.start + (max(e.ts for e in bundle.events) - bundle.start) + gap
         if live.left > 0 and next_start < bg.end - 60_000:
             heapq.heappush(heap, (next_start, seq, live))
             seq += 1
-        elif "approval" in live.memo:
-            _, row = live.memo.pop("approval")
+        elif live.approval is not None:
+            _, row = live.approval
             pending.append(Bundle(start=bg.end, ledger=[row]))
     yield from pending

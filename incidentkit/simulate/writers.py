@@ -10,6 +10,7 @@ import csv
 import heapq
 import json
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
@@ -95,15 +96,8 @@ class LedgerCsv:
 
 
 def journal_line(row: JournalRow) -> dict[str, Any]:
-    return {
-        "key": row.key,
-        "invocation_id": row.invocation_id,
-        "function_call_id": row.function_call_id,
-        "status": row.status,
-        "result": row.result,
-        "created_at": iso(row.created_at),
-        "updated_at": iso(row.updated_at),
-    }
+    """A journal row as exported (its fields are the table's columns), times as ISO text."""
+    return {**asdict(row), "created_at": iso(row.created_at), "updated_at": iso(row.updated_at)}
 
 
 def log_lines(record: LogRecord, clock: WallClock | None = None) -> str:

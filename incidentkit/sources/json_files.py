@@ -105,17 +105,14 @@ def read_json_document(path: Path, *, what: str) -> Any:
     try:
         with bulk_decoding():
             return loads(text)
-    except json.JSONDecodeError as err:
-        truncated = err.pos >= len(text.rstrip()) - 1
-        raise SourceError(
-            f"{what}: {'truncated' if truncated else 'malformed'} JSON document "
-            f"at line {err.lineno} column {err.colno}",
-            value=str(path),
-            fix="export the file again; a JSON document cannot be read in part",
-        ) from err
     except JSON_ERRORS as err:
+        if isinstance(err, json.JSONDecodeError):
+            cut = "truncated" if err.pos >= len(text.rstrip()) - 1 else "malformed"
+            problem = f"{cut} JSON document at line {err.lineno} column {err.colno}"
+        else:
+            problem = f"unreadable JSON document: {json_failure(err)}"
         raise SourceError(
-            f"{what}: unreadable JSON document: {json_failure(err)}",
+            f"{what}: {problem}",
             value=str(path),
             fix="export the file again; a JSON document cannot be read in part",
         ) from err

@@ -22,12 +22,12 @@ import incidentkit as ik
 from incidentkit.cli import main
 from incidentkit.evidence import Evidence
 from incidentkit.flows.common import frames_of
-from incidentkit.flows.runaway.steps import READS
+from incidentkit.flows.runaway.flow import FLOW
 from incidentkit.flows.runaway.triage import RunawayReport, triage_runaway
 from incidentkit.flows.vanished_state import steps as vanished_state
 from incidentkit.sources.events.bigquery_analytics import FORMAT
 
-pytestmark = pytest.mark.adk
+pytestmark = [pytest.mark.adk, pytest.mark.xdist_group("adk2_worlds")]  # one worker builds them
 FRAMES = ("events", "calls", "responses", "state_writes")
 AS_OF = pd.Timestamp("2100-01-01", tz="UTC")
 VARIANTS = ("agent_events.jsonl", "agent_events.nested.jsonl", "agent_events.parquet")
@@ -44,7 +44,7 @@ def manifest(folder: Path, data: str, *, diagnostics: bool = True) -> Path:
 
 
 def runaway_report(evidence: Evidence) -> RunawayReport:
-    return triage_runaway(frames_of(evidence, READS), as_of=AS_OF)
+    return triage_runaway(frames_of(evidence, FLOW.reads), as_of=AS_OF)
 
 
 def turns(frame: pd.DataFrame) -> list[tuple[Any, ...]]:

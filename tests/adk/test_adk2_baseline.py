@@ -22,7 +22,7 @@ from incidentkit.flows._markers import without_marker_invocations
 from incidentkit.flows.runaway import counts
 from incidentkit.manifest import Filters
 
-pytestmark = pytest.mark.adk
+pytestmark = [pytest.mark.adk, pytest.mark.xdist_group("adk2_worlds")]  # one worker builds them
 
 WORLDS = ("compaction", "rewind", "resume", "timeout")
 
@@ -54,6 +54,7 @@ def _histogram(frame: pd.DataFrame) -> dict[int, int]:
     return {int(k): int(v) for k, v in found.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", WORLDS)
 def test_the_engines_count_model_calls_as_adk_made_them(
     adk2: Callable[[str], Any], name: str, tmp_path: Path

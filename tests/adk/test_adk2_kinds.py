@@ -25,7 +25,7 @@ from incidentkit.manifest import Filters, SourceSpec, Window
 from incidentkit.snapshot import take
 from incidentkit.sources import events
 
-pytestmark = pytest.mark.adk
+pytestmark = [pytest.mark.adk, pytest.mark.xdist_group("adk2_worlds")]  # one worker builds them
 
 MARKERS = ("compaction", "rewind", "checkpoint")
 

@@ -27,7 +27,7 @@ from incidentkit.flows.latency_cliff.latency import from_events
 
 from .conftest import RESUME_PAUSE
 
-pytestmark = pytest.mark.adk
+pytestmark = [pytest.mark.adk, pytest.mark.xdist_group("adk2_worlds")]  # one worker builds them
 
 PAUSE = RESUME_PAUSE
 """Seconds between the kill and the resume, and before the approval's answer: more than the
@@ -142,7 +142,7 @@ def test_the_orphans_flow_reports_the_same_call_and_no_orphan(w: ModuleType, res
         terminal_agent=w.NOTIFIER,
         key_templates={"charge_card": "charge:{order_id}"},
     )
-    found = orphans.findings(orphans.sweep(evidence, settings), evidence, settings)
+    found = orphans.findings(orphans.triage(evidence, settings), evidence, settings)
     (row,) = items(found)["orphans/calls-run-twice"].rows
     assert (row["call_id"], row["verdict"]) == (resume.charge_call_id, "ran_twice")
     assert found.summary["orphans"] == 0 and found.summary["calls_run_twice"] == 1
@@ -161,7 +161,7 @@ def test_a_retried_timeout_is_no_open_invocation(w: ModuleType, timeout: Any) ->
     evidence, settings = orphans.setup(
         timeout.store.manifest, terminal_agent=w.TIMEOUT_AGENT, key_templates={"x": "x:{y}"}
     )
-    swept = orphans.findings(orphans.sweep(evidence, settings), evidence, settings)
+    swept = orphans.findings(orphans.triage(evidence, settings), evidence, settings)
     assert swept.summary["orphans"] == 0 and swept.summary["calls_run_twice"] == 0
 
 

@@ -20,11 +20,11 @@ import incidentkit as ik
 from incidentkit.flows import overview as ov
 from incidentkit.flows import runaway as ra
 from incidentkit.flows.common import frames_of
-from incidentkit.flows.runaway.steps import READS
+from incidentkit.flows.runaway.flow import FLOW
 from incidentkit.flows.runaway.triage import RunawayReport, triage_runaway
 from incidentkit.sources.events.bigquery_analytics import FORMAT
 
-pytestmark = pytest.mark.adk
+pytestmark = [pytest.mark.adk, pytest.mark.xdist_group("adk2_worlds")]  # one worker builds them
 AS_OF = pd.Timestamp("2100-01-01", tz="UTC")
 PAUSE = 1.0
 """Seconds between the worker's death and the resume (the resumed run's spans begin well after
@@ -32,7 +32,7 @@ the dead worker's last stored call)."""
 
 
 def report_of(manifest: Path, **options: Any) -> RunawayReport:
-    return triage_runaway(frames_of(ik.open_evidence(manifest), READS), as_of=AS_OF, **options)
+    return triage_runaway(frames_of(ik.open_evidence(manifest), FLOW.reads), as_of=AS_OF, **options)
 
 
 def calls_of(report: RunawayReport) -> dict[str, int]:
@@ -120,7 +120,7 @@ def test_a_retried_timeout_s_error_event_is_no_model_call(timeout: Any) -> None:
     report = report_of(timeout.store.manifest)
     assert calls_of(report) == dict(timeout.model_calls)
     assert report.disagreements.empty
-    steps = report_of(timeout.store.manifest).steps
+    steps = report_of(timeout.store.manifest).sequence
     assert "TimeoutError" not in set(steps.loc[steps["model_call"].notna(), "what"])
 
 

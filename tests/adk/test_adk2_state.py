@@ -26,7 +26,7 @@ from incidentkit.findings import Findings
 from incidentkit.flows import session, vanished_state
 from incidentkit.flows.vanished_state.suspects import state_suspects
 
-pytestmark = pytest.mark.adk
+pytestmark = [pytest.mark.adk, pytest.mark.xdist_group("adk2_worlds")]  # one worker builds them
 SHARED = ("app:", "user:")
 
 

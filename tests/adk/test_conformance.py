@@ -27,7 +27,7 @@ import incidentkit
 from incidentkit.evidence import Evidence
 from incidentkit.sources.spans import PAYLOAD_KEYS, REDACTED
 
-pytestmark = pytest.mark.adk
+pytestmark = [pytest.mark.adk, pytest.mark.xdist_group("adk_conformance")]  # worlds built once
 
 INSTALL = "pip install -e '.[adk]'"
 MICROSECOND = pd.Timedelta(microseconds=1)

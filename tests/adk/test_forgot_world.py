@@ -18,7 +18,7 @@ from conftest import read_run
 
 from incidentkit.flows import overview, vanished_state
 
-pytestmark = pytest.mark.adk
+pytestmark = [pytest.mark.adk, pytest.mark.xdist_group("adk_forgot_world")]  # worlds built once
 
 
 @pytest.fixture(scope="module")

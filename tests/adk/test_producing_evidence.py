@@ -37,7 +37,10 @@ from incidentkit import store
 from incidentkit.flows import orphans
 from incidentkit.sources.diagnostics import KINDS
 
-pytestmark = pytest.mark.adk
+pytestmark = [
+    pytest.mark.adk,
+    pytest.mark.xdist_group("adk_producing_evidence"),
+]  # worlds built once
 
 INSTALL = "pip install -e '.[adk]'"
 ROOT = Path(__file__).resolve().parents[2]
@@ -158,12 +161,13 @@ def seen(
         evidence.diagnostics["ts"].max(),
     )
     incident, flow_settings = orphans.setup(evidence, app_name=pw.APP, as_of=as_of)
-    return Seen(world, evidence, as_of, orphans.sweep(incident, flow_settings))
+    return Seen(world, evidence, as_of, orphans.triage(incident, flow_settings))
 
 
 # --- the kit reads everything the plugin and ADK wrote ------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_kit_reads_every_row_and_line(seen: Seen) -> None:
     ev = seen.evidence
     assert ev.rejects.empty, "the kit rejected what the plugin wrote:\n" + ev.rejects.to_string()

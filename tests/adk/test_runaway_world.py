@@ -25,7 +25,7 @@ from sqlalchemy.engine import make_url
 from incidentkit.evidence import Evidence, open_evidence
 from incidentkit.manifest import load_manifest
 
-pytestmark = pytest.mark.adk
+pytestmark = [pytest.mark.adk, pytest.mark.xdist_group("adk_runaway_world")]  # worlds built once
 
 INSTALL = "pip install -e '.[adk]'"
 LIMIT_CODE = "LlmCallsLimitExceededError"

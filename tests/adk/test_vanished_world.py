@@ -25,7 +25,7 @@ from sqlalchemy.engine import make_url
 from incidentkit.evidence import open_evidence
 from incidentkit.manifest import load_manifest
 
-pytestmark = pytest.mark.adk
+pytestmark = [pytest.mark.adk, pytest.mark.xdist_group("adk_vanished_world")]  # worlds built once
 
 INSTALL = "pip install -e '.[adk]'"
 

@@ -31,6 +31,7 @@ from .test_conformance import (
 
 pytestmark = [
     pytest.mark.adk,
+    pytest.mark.xdist_group("adk_vertex_conformance"),  # one worker builds the world
     # the agentplatform SDK's own models, on import (not the kit's, not ADK's)
     pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecatedSince212"),
 ]

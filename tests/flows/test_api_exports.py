@@ -33,7 +33,7 @@ def _findings(flow: str, pack: Path, **params: Any) -> dict[str, Any]:
         "overview": overview,
     }[flow]
     incident, settings = module.setup(pack, **params)
-    report = (module.sweep if flow == "orphans" else module.triage)(incident, settings)
+    report = module.triage(incident, settings)
     found: dict[str, Any] = module.findings(report, incident, settings).to_dict()
     return found
 
@@ -87,6 +87,7 @@ def test_vertex_pages_give_the_findings_of_the_java_log(
     assert replayed["rows"] and all(row["matches"] for row in replayed["rows"])
 
 
+@pytest.mark.slow
 def test_the_orphan_notebook_runs_on_the_vertex_pack_as_a_user_runs_it(tmp_path: Path) -> None:
     pack = FIXTURES / "crash_recovery-vertex-ai"
     code, findings, html = read_run("orphans", pack, tmp_path / "out", app_name="invoicing")
@@ -121,6 +122,7 @@ def test_every_flow_on_a_firestore_export_says_what_it_cannot_tell(flow: str) ->
     assert limits.withheld in first["detail"]
 
 
+@pytest.mark.slow
 def test_the_firestore_notebook_shows_the_limits_first(tmp_path: Path) -> None:
     truth = _truth(FIRESTORE)
     code, findings, html = read_run(

@@ -49,7 +49,6 @@ def toy(*card: CardChecks) -> Flow:
         notebook="toy.ipynb",
         summary="a flow added the way docs/adding-a-flow.md says",
         sections=("events",),
-        profile_keys=(),
         card=card,
     )
 

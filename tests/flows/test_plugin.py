@@ -50,7 +50,6 @@ TOY = Flow(
     notebook="toy.ipynb",
     summary="a flow added the way docs/adding-a-flow.md says",
     sections=("events",),
-    profile_keys=(),
     limits=EvidenceLimits(
         withheld="no toy verdicts: they rest on invocation ids",
         withheld_items=("toy/by-invocation",),
@@ -95,3 +94,16 @@ def test_a_flow_that_declares_no_limits_still_says_what_the_evidence_lacks() -> 
     assert found.items[0].id == "toy/evidence-limits"
     assert EvidenceLimits().withheld in found.items[0].detail
     assert [item.id for item in found.items[1:]] == ["toy/by-invocation", "toy/by-ledger"]
+
+
+@pytest.mark.parametrize("name", list(FLOWS))
+def test_each_flow_declares_the_frames_it_reads(name: str) -> None:
+    """The frames a flow's steps load come from its declaration, and each is a frame a
+    manifest section produces."""
+    from incidentkit.evidence import FRAME_SOURCES
+
+    declared = FLOWS[name]
+    assert declared.reads and set(declared.reads) <= set(FRAME_SOURCES)
+    assert len(set(declared.reads)) == len(declared.reads)
+    steps = (PACKAGE / name / "steps.py").read_text(encoding="utf-8")
+    assert "\nREADS = " not in steps  # one fact in one place: flow.py

@@ -46,7 +46,6 @@ def _toy(postmortem: PostmortemHooks | None) -> Flow:
         notebook="toy.ipynb",
         summary="a flow added the way docs/adding-a-flow.md says",
         sections=("events",),
-        profile_keys=(),
         postmortem=postmortem,
     )
 

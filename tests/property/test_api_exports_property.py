@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -90,6 +91,7 @@ def _load(folder: Path, content: str, fmt: str) -> ik.Evidence | None:
     return evidence
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(lines)
 def test_every_page_event_is_an_event_or_a_reject(records: list[Any]) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -110,6 +111,7 @@ def _text(values: Any) -> list[Any]:
     return [None if pd.isna(v) else v for v in pd.Series(values, dtype=object)]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(event, max_size=24), st.randoms(use_true_random=False))
 def test_relations_match_a_per_session_reading_of_adks_rules(

@@ -4,11 +4,11 @@ foreign exception.
 
 The documents are real: ``incidentkit run all`` on the bundled crash_recovery incident (the
 orphans, latency, runaway and overview flows, and its ``summary.json``), plus the
-vanished_state and session flows' findings from the vanished_state incident, made once per
-module. Each example changes one document (any field, to any JSON value, removed, added to,
-or the bytes cut short), runs each command's function (only an ``IncidentkitError`` may
-escape it) and then the command line (``incidentkit.cli.main``) for its exit code, and puts
-the document back.
+vanished_state and session flows' findings from the vanished_state incident: the run is the
+demo's (made once per test process), copied once for this module. Each example changes one
+document (any field, to any JSON value, removed, added to, or the bytes cut short), runs each
+command's function (only an ``IncidentkitError`` may escape it) and then the command line
+(``incidentkit.cli.main``) for its exit code, and puts the document back.
 
 A document that still fits its schema (only values the schema leaves open changed: row values,
 parameters, counters, texts, times) must give a draft, and the draft rendered as HTML by a
@@ -21,6 +21,7 @@ import contextlib
 import io
 import json
 import re
+import shutil
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from html.parser import HTMLParser
@@ -33,6 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from incidentkit.cli import main
+from incidentkit.demo import pack_parameters
 from incidentkit.errors import IncidentkitError
 from incidentkit.flows import session, vanished_state
 from incidentkit.flows.orphans.export import actions_command
@@ -40,7 +42,7 @@ from incidentkit.postmortem import postmortem_command
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
-pytestmark = pytest.mark.notebook
+pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("demo")]  # shares the demo's run
 PROPERTY = settings(
     max_examples=120,
     deadline=None,
@@ -52,16 +54,17 @@ EXITS = {0, 2, 3}
 
 
 @pytest.fixture(scope="module")
-def outputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def outputs(tmp_path_factory: pytest.TempPathFactory, demo_out: Path) -> Path:
     """A ``run all`` folder of crash_recovery, with vanished_state/ and session/ findings from
-    the vanished_state incident beside its flows."""
-    out = tmp_path_factory.mktemp("fuzz") / "out"
-    argv = [
-        *("run", "all", "--evidence", str(FIXTURES / "crash_recovery"), "--out", str(out)),
-        *("-p", "app_name", "invoicing", "--quiet"),
-    ]
-    with contextlib.redirect_stderr(io.StringIO()):
-        assert main(argv) == 1  # ACTION_NEEDED: orphans and the latency cliff
+    the vanished_state incident beside its flows. The run is the demo's (conftest's
+    ``demo_out``: ``run all --evidence fixtures/crash_recovery -p app_name invoicing``),
+    copied, as the examples change its documents."""
+    assert pack_parameters(FIXTURES / "crash_recovery") == {"app_name": "invoicing"}
+    out = Path(
+        shutil.copytree(demo_out / "crash_recovery", tmp_path_factory.mktemp("fuzz") / "out")
+    )
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["exit_code"] == 1  # ACTION_NEEDED: orphans and the latency cliff
     pack = FIXTURES / "vanished_state"
     sid = json.loads((pack / "truth.json").read_text(encoding="utf-8"))["expected"]["session_id"]
     incident, config = vanished_state.setup(pack, session_id=sid)

@@ -732,6 +732,7 @@ def test_seeds_load_cleanly() -> None:
         assert sum(len(f) for f in out.frames.values()) > 0, kind.name
 
 
+@pytest.mark.slow
 def test_mutants_raise_only_kit_errors() -> None:
     """Each mutant of each seed loads or raises IncidentkitError; nothing else escapes."""
     tally: Counter[str] = Counter()
@@ -906,6 +907,7 @@ JAEGER_DOC = json.loads((DATA / "spans/jaeger_short_ids.json").read_text("utf-8"
 JAEGER_SPAN_BASE = JAEGER_DOC["data"][0]["spans"][0]
 
 
+@pytest.mark.slow
 @HYPOTHESIS
 @given(lines=_jsonl_lines(LEDGER_BASE))
 def test_ledger_jsonl_accounts_for_every_line(lines: list[str]) -> None:
@@ -916,6 +918,7 @@ def test_ledger_jsonl_accounts_for_every_line(lines: list[str]) -> None:
         assert _accounted(out, "runs") == sum(not _blank(x) for x in lines)
 
 
+@pytest.mark.slow
 @HYPOTHESIS
 @given(lines=_jsonl_lines(JOURNAL_BASE))
 def test_journal_jsonl_accounts_for_every_line(lines: list[str]) -> None:
@@ -952,6 +955,7 @@ def _csv_text(header: list[str], rows: list[list[str]]) -> tuple[str, int]:
     return out.getvalue(), records
 
 
+@pytest.mark.slow
 @HYPOTHESIS
 @given(rows=_csv_records(LEDGER_HEADER, LEDGER_CSV_ROWS))
 def test_ledger_csv_accounts_for_every_record(rows: list[list[str]]) -> None:
@@ -963,6 +967,7 @@ def test_ledger_csv_accounts_for_every_record(rows: list[list[str]]) -> None:
         assert _accounted(out, "runs") == records
 
 
+@pytest.mark.slow
 @HYPOTHESIS
 @given(rows=_csv_records(JOURNAL_HEADER, JOURNAL_CSV_ROWS))
 def test_journal_csv_accounts_for_every_record(rows: list[list[str]]) -> None:
@@ -973,6 +978,7 @@ def test_journal_csv_accounts_for_every_record(rows: list[list[str]]) -> None:
         assert _accounted(out, "journal") == records
 
 
+@pytest.mark.slow
 @HYPOTHESIS
 @given(lines=_jsonl_lines(JAVA_EVENT_BASE, "usageMetadata"))
 def test_java_event_lines_account_for_every_line(lines: list[str]) -> None:
@@ -1006,6 +1012,7 @@ def _check_children(out: Outcome) -> None:
         assert set(out.frames[child]["event_id"]) <= ids, child
 
 
+@pytest.mark.slow
 @HYPOTHESIS
 @given(lines=_jsonl_lines(PY_EVENT_BASE, "usage_metadata"))
 def test_python_event_lines_account_for_every_line(lines: list[str]) -> None:
@@ -1019,6 +1026,7 @@ def test_python_event_lines_account_for_every_line(lines: list[str]) -> None:
 PY_SESSION = json.loads((DATA / "events/python_session.json").read_text("utf-8"))
 
 
+@pytest.mark.slow
 @HYPOTHESIS
 @given(
     events=st.lists(
@@ -1235,6 +1243,7 @@ def _token_rows(frame: pd.DataFrame, columns: list[str]) -> dict[str, tuple[int 
     }
 
 
+@pytest.mark.slow
 @HYPOTHESIS
 @given(
     usages=st.lists(

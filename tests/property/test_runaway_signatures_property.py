@@ -14,6 +14,7 @@ from collections import Counter
 from typing import Any
 
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -83,6 +84,7 @@ CALLS = st.tuples(
 )
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(st.lists(st.lists(CALLS, max_size=10), min_size=1, max_size=3))
 def test_a_repeat_is_any_tool_and_arguments_seen_three_times(
@@ -145,6 +147,7 @@ def _cycle(authors: list[str]) -> tuple[int, tuple[str, ...]] | None:
     return None
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(st.lists(st.lists(AGENTS, max_size=14), min_size=1, max_size=4))
 def test_a_silent_loop_is_the_shortest_cycle_of_three_rounds(authors: list[list[str]]) -> None:

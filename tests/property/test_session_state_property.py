@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -187,6 +188,7 @@ def assert_close(stamps: pd.Series, ms: int) -> None:
 # -- properties --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(
     docs=st.lists(st.tuples(identities, identities, states, milliseconds), min_size=1, max_size=2),
@@ -220,6 +222,7 @@ def test_a_documents_state_loads_key_for_key(
         assert_close(rows["updated_at"], ms)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(
     state=states,
@@ -257,6 +260,7 @@ def test_a_sqlite_service_stores_state_loads_key_for_key(
         assert_close(rows["updated_at"], ms)
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(bad=non_objects, shape=st.sampled_from(["python", "java"]), ms=milliseconds)
 def test_a_document_state_that_is_no_object_is_a_reject(
@@ -283,6 +287,7 @@ stored_texts = (
 )
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(texts=st.tuples(stored_texts, stored_texts, stored_texts), ms=milliseconds)
 def test_any_stored_state_text_loads_or_is_a_reject(

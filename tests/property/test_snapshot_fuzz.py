@@ -397,6 +397,7 @@ def test_every_mutation_kind(snapshots: tuple[Path, Path], kind: str, mode: str)
         assert all(out.kind == "kit" for out in outcomes), [o.detail for o in outcomes]
 
 
+@pytest.mark.slow
 @given(
     kinds=st.lists(st.sampled_from(sorted(MUTATIONS)), min_size=1, max_size=3),
     mode=st.sampled_from(MODES),

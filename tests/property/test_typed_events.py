@@ -209,6 +209,7 @@ def _same(lines: list[str], origin: Origin, with_meta: bool) -> None:
 origins = st.sampled_from([JAVA_JSON, PYTHON_SESSION_JSON])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     st.lists(events(wildness=False), min_size=1, max_size=6), origins, st.booleans(), st.booleans()
@@ -219,6 +220,7 @@ def test_well_typed_events_read_the_same_typed(
     _same(_texts(drawn, over_base), origin, with_meta)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     st.lists(events(wildness=True) | wild, min_size=1, max_size=6),

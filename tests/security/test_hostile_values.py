@@ -36,6 +36,7 @@ from incidentkit.postmortem.render import postmortem_command
 from incidentkit.report import findings_markdown, markdown_text, summary_html, table
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+pytestmark = pytest.mark.xdist_group("hostile_values")  # one worker runs each hostile copy
 MARK = "ik_"
 """Every marker starts so: no base64 (an embedded PNG) holds an underscore."""
 ELEMENT = "x-ikmark"

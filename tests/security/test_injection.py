@@ -219,6 +219,7 @@ def _toml(value: str) -> str:
     return json.dumps(value)  # a TOML basic string takes JSON's escapes
 
 
+@pytest.mark.slow
 def test_hostile_manifest_values_commit_nothing(evidence_db: str, tmp_path: Path) -> None:
     for i, value in enumerate(VALUES):
         folder = tmp_path / f"m{i}"

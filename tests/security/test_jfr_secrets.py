@@ -87,6 +87,7 @@ def frames_text(incident: Evidence) -> str:
     return "\n".join([*parts, incident.rejects.to_csv(), incident.warnings.to_csv()])
 
 
+@pytest.mark.slow
 def test_no_secret_of_an_export_reaches_a_frame_or_a_flow_run(tmp_path: Path) -> None:
     remember_url(f"postgresql://ops:{CANARIES['remembered']}@db/prod")
     export = hostile_export(tmp_path)
@@ -125,6 +126,7 @@ public final class Leaky {
 """
 
 
+@pytest.mark.slow
 def test_a_real_recording_with_secrets_keeps_them_inside_the_jdk(tmp_path: Path) -> None:
     """A JVM recorded with the default settings (environment, system properties, JVM
     arguments and all) read through the real jfr: the canaries are in the recording, and in

@@ -6,18 +6,11 @@ Item ids and row fields are a contract (``docs/findings.md``); scripts read them
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Unpack
 
 import pandas as pd
 
-from incidentkit.findings import (
-    ROW_LIMIT,
-    Finding,
-    Findings,
-    Severity,
-    build_findings,
-    rows_of,
-)
+from incidentkit.findings import ROW_LIMIT, Finding, Findings, FindingsContext, Severity, rows_of
 from incidentkit.flows._resume import resumed_item, run_twice_item
 from incidentkit.flows.latency_cliff.fixes import fix_text
 from incidentkit.flows.latency_cliff.hangs import Orphaned, by_last_event
@@ -47,10 +40,9 @@ CONTENTION_ROW = [
 ]
 
 
-def clock(at: Any) -> str:
+def clock(at: pd.Timestamp) -> str:
     """A UTC time as ``03:10 UTC`` (with the date when it is not midnight-aligned)."""
-    stamp = pd.Timestamp(at)
-    return stamp.strftime("%Y-%m-%d %H:%M UTC")
+    return pd.Timestamp(at).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _cliff(report: LatencyReport) -> Finding | None:
@@ -257,16 +249,39 @@ def _fix(report: LatencyReport) -> Finding | None:
     )
 
 
-def latency_findings(
-    report: LatencyReport,
-    *,
-    title: str | None = None,
-    window: tuple[Any, Any] | None = None,
-    rejects: pd.DataFrame | None = None,
-    row_limit: int | None = ROW_LIMIT,
-    parameters: Mapping[str, Any] | None = None,
-) -> Findings:
-    """The findings of the latency cliff flow, from :func:`.triage.triage_latency`.
+def _no_source(report: LatencyReport) -> Finding | None:
+    if report.source is not None:
+        return None
+    return Finding(
+        f"{FLOW}/no-latency-source",
+        Severity.WARNING,
+        "no source times an invocation of this app",
+        " ".join(report.notes),
+        "Add the diagnostics log (run.start/run.end), the spans, the ledger or the event "
+        "log to the manifest, and check its window and app_name.",
+    )
+
+
+def _disagreements(report: LatencyReport, limit: int | None) -> Finding | None:
+    disagree = report.disagreements
+    if disagree.empty:
+        return None
+    return Finding(
+        f"{FLOW}/source-disagreements",
+        Severity.WARNING,
+        f"{len(disagree)} invocation(s) timed differently by two sources",
+        "One source has the invocation open and the other ended, or their latencies "
+        "differ by more than 2 s and 20 %: a lost ledger update, a clock skew, or an "
+        "invocation the plugin did not see end.",
+        "Check each row's sources before trusting the latency above.",
+        rows_of(disagree, None, limit=limit),
+        len(disagree),
+    )
+
+
+def latency_findings(report: LatencyReport, **context: Unpack[FindingsContext]) -> Findings:
+    """The findings of the latency cliff flow, from :func:`.triage.triage_latency`, with
+    ``context`` (:class:`~incidentkit.findings.FindingsContext`).
 
     Verdict: INCOMPLETE_EVIDENCE when ``rejects`` (unread rows of the flow's sources) is not
     empty or no source times an invocation; else ACTION_NEEDED when any finding needs action
@@ -274,53 +289,20 @@ def latency_findings(
     owner, a disagreement, lock contention, a call run again after a crash that the journal
     shows ran twice or cannot tell); else CLEAN.
     """
-    items: list[Finding] = []
-    if report.source is None:
-        items.append(
-            Finding(
-                f"{FLOW}/no-latency-source",
-                Severity.WARNING,
-                "no source times an invocation of this app",
-                " ".join(report.notes),
-                "Add the diagnostics log (run.start/run.end), the spans, the ledger or the event "
-                "log to the manifest, and check its window and app_name.",
-            )
-        )
-    threads = (*lock_owner_items(report, row_limit), *stuck_items(report, row_limit))
-    for item in (_cliff(report), *_open(report, row_limit, parameters or {}), *threads):
-        if item is not None:
-            items.append(item)
-    spinning = spinning_item(report, row_limit)
-    if spinning is not None:
-        items.append(spinning)
-    fix = _fix(report)
-    if fix is not None:
-        items.append(fix)
-    locks = _contention(report, row_limit)
-    if locks is not None:
-        items.append(locks)
-
-    disagree = report.disagreements
-    if len(disagree):
-        items.append(
-            Finding(
-                f"{FLOW}/source-disagreements",
-                Severity.WARNING,
-                f"{len(disagree)} invocation(s) timed differently by two sources",
-                "One source has the invocation open and the other ended, or their latencies "
-                "differ by more than 2 s and 20 %: a lost ledger update, a clock skew, or an "
-                "invocation the plugin did not see end.",
-                "Check each row's sources before trusting the latency above.",
-                rows_of(disagree, None, limit=row_limit),
-                len(disagree),
-            )
-        )
-    for item in (
-        resumed_item(FLOW, report.resumed, row_limit),
-        run_twice_item(FLOW, report.calls_run_twice, row_limit),
-    ):
-        if item is not None:
-            items.append(item)
+    limit = context.get("row_limit", ROW_LIMIT)
+    items = (
+        _no_source(report),
+        _cliff(report),
+        *_open(report, limit, context.get("parameters") or {}),
+        *lock_owner_items(report, limit),
+        *stuck_items(report, limit),
+        spinning_item(report, limit),
+        _fix(report),
+        _contention(report, limit),
+        _disagreements(report, limit),
+        resumed_item(FLOW, report.resumed, limit),
+        run_twice_item(FLOW, report.calls_run_twice, limit),
+    )
     series = report.series
     summary = {
         "runs": len(series),
@@ -335,19 +317,10 @@ def latency_findings(
         "dumps": report.dumps,
         "jfr_recordings": report.recordings,
         "contended_locks": len(report.contention),
-        "source_disagreements": len(disagree),
+        "source_disagreements": len(report.disagreements),
         "resumed_invocations": len(report.resumed),
         "calls_run_twice": len(report.calls_run_twice),
     }
-    return build_findings(
-        FLOW,
-        items,
-        summary,
-        rejects=rejects,
-        incomplete=report.source is None,
-        title=title,
-        window=window,
-        as_of=report.as_of,
-        parameters=parameters,
-        row_limit=row_limit,
+    return Findings.build(
+        FLOW, items, summary, incomplete=report.source is None, as_of=report.as_of, **context
     )

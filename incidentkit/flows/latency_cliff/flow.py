@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from incidentkit.flows.latency_cliff.settings import LatencySettings
 from incidentkit.flows.plugin import CardChecks, EvidenceLimits, Flow, PostmortemHooks
 
 FLOW = Flow(
@@ -10,7 +11,8 @@ FLOW = Flow(
     summary="find when latency fell off a cliff, which invocations hang on what, which "
     "threads are stuck, and the fix",
     sections=("diagnostics", "spans", "ledger", "events", "threads", "jfr"),
-    profile_keys=("client_timeout_s",),
+    reads=("runs", "events", "calls", "responses", "spans", "diagnostics", "threads"),
+    settings=LatencySettings,
     limits=EvidenceLimits(
         withheld=(
             "no last-event shape of an open invocation: its events cannot be found without "

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from incidentkit.flows._frames import as_columns, choose
+from incidentkit.flows._frames import as_columns, choose, empty_view
 from incidentkit.flows.latency_cliff.latency import waiting_calls
 from incidentkit.frames import BOOL, FLOAT, INT, OBJ, STR, TS, RunStatus
 
@@ -99,7 +99,7 @@ def open_invocations(
     past = latency["open"] & age.gt(older_than_s)
     hung = latency.loc[past].assign(open_for_s=age[past].round(1))
     if hung.empty:
-        return as_columns(pd.DataFrame(columns=list(OPEN_COLUMNS)), OPEN_COLUMNS)
+        return empty_view(OPEN_COLUMNS)
     ids = hung["invocation_id"].dropna()
     mine = events.loc[events["invocation_id"].isin(ids)]
     last = mine.sort_values(["session_id", "seq"], kind="stable").drop_duplicates(
@@ -249,7 +249,7 @@ def by_last_event(hung: pd.DataFrame, *, sample: int = SAMPLE_IDS) -> pd.DataFra
     """Open invocations grouped by (last event kind, tool), largest group first, each with a
     few of its invocation ids."""
     if hung.empty:
-        return as_columns(pd.DataFrame(columns=list(BY_LAST_EVENT_COLUMNS)), BY_LAST_EVENT_COLUMNS)
+        return empty_view(BY_LAST_EVENT_COLUMNS)
     keyed = hung.assign(tool=hung["tool"].fillna(""))
     grouped = keyed.groupby(["last_event_kind", "tool"], sort=False)
     out = grouped.agg(

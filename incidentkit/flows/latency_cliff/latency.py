@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from incidentkit.flows._frames import as_columns
+from incidentkit.flows._frames import as_columns, empty_view
 from incidentkit.flows._markers import turns, without_marker_invocations
 from incidentkit.frames import BOOL, FLOAT, INT, STR, TS, RunStatus, SpanKind
 
@@ -46,7 +46,7 @@ _FAILED = (RunStatus.FAILED, RunStatus.PARKED)
 
 def empty_latency() -> pd.DataFrame:
     """A latency frame with no invocation."""
-    return as_columns(pd.DataFrame(columns=list(LATENCY_COLUMNS)), LATENCY_COLUMNS)
+    return empty_view(LATENCY_COLUMNS)
 
 
 def _frame(data: Mapping[str, object], source: str) -> pd.DataFrame:
@@ -62,7 +62,9 @@ def from_diagnostics(diagnostics: pd.DataFrame) -> pd.DataFrame:
     """Each ``run.start`` with its ``run.end`` (``ms=`` as logged, else the time between).
 
     A run with a ``run.error`` line, or a ``run.end outcome=error``, failed. A ``run.end``
-    whose ``run.start`` is not in the log is left out: its start, and so its app, is unknown.
+    whose ``run.start`` is not in the log is left out: its start, and so its app, is unknown;
+    one stamped before its run's first ``run.start`` ends no run that start began (the run is
+    open as far as the log shows).
     """
     kind = diagnostics["kind"]
     starts = diagnostics.loc[kind.eq("run.start") & diagnostics["invocation_id"].notna()]
@@ -78,6 +80,9 @@ def from_diagnostics(diagnostics: pd.DataFrame) -> pd.DataFrame:
         how="left",
         suffixes=("", "_end"),
     )
+    before = paired["ts_end"].lt(paired["ts"])  # an end logged before the start it would end
+    if before.any():
+        paired.loc[before, ["ts_end", "ms", "outcome"]] = None
     ids, ended_at = paired["invocation_id"], paired["ts_end"]
     logged = pd.to_numeric(paired["ms"], errors="coerce").astype(FLOAT)
     between = (ended_at - paired["ts"]).dt.total_seconds() * 1000
@@ -299,7 +304,7 @@ def cross_check(
             )
         )
     if not parts:
-        return as_columns(pd.DataFrame(columns=list(DISAGREEMENT_COLUMNS)), DISAGREEMENT_COLUMNS)
+        return empty_view(DISAGREEMENT_COLUMNS)
     out = pd.concat(parts, ignore_index=True).sort_values(["started_at", "other_source"])
     return as_columns(out, DISAGREEMENT_COLUMNS)
 
@@ -326,7 +331,7 @@ def per_bucket(latency: pd.DataFrame, bucket: pd.Timedelta) -> pd.DataFrame:
     """Per UTC bucket of start time: runs started, ended, still open, errors, and the p50, p95
     and p99 of the ended runs' latency (NaN when none ended). Empty buckets are listed too."""
     if latency.empty:
-        return as_columns(pd.DataFrame(columns=list(BUCKET_COLUMNS)), BUCKET_COLUMNS)
+        return empty_view(BUCKET_COLUMNS)
     keys = latency["started_at"].dt.floor(bucket)
     grouped = latency.groupby(keys)
     counts = pd.DataFrame(

@@ -9,7 +9,15 @@ import numpy as np
 import pandas as pd
 
 from incidentkit.flows.latency_cliff.triage import LatencyReport
-from incidentkit.plotting import SECOND, date_numbers, new_axes, plain_log_axis, utc_time_axis
+from incidentkit.plotting import (
+    SECOND,
+    count_axis,
+    date_numbers,
+    new_axes,
+    nothing_to_show,
+    plain_log_axis,
+    utc_time_axis,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -27,11 +35,7 @@ def plot_latency(report: LatencyReport, *, ax: Axes | None = None) -> Axes:
     ax = new_axes(ax, (10.0, 4.0))
     buckets = report.buckets
     if buckets.empty:
-        ax.text(
-            0.5, 0.5, "no invocation is timed", ha="center", va="center", transform=ax.transAxes
-        )
-        ax.set_axis_off()
-        return ax
+        return nothing_to_show(ax, "no invocation is timed")
     half = report.bucket / 2
     x = date_numbers(buckets["bucket"] + half)
     ax.plot(x, buckets["p50_ms"] / 1000, marker=".", color="#4c72b0", label="p50 (ended runs)")
@@ -90,16 +94,7 @@ def plot_open_by_last_event(report: LatencyReport, *, ax: Axes | None = None) ->
     groups = report.by_last_event
     ax = new_axes(ax, (8.0, 1.2 + 0.45 * max(1, len(groups))))
     if groups.empty:
-        ax.text(
-            0.5,
-            0.5,
-            f"no invocation open past {report.client_timeout_s:g} s",
-            ha="center",
-            va="center",
-            transform=ax.transAxes,
-        )
-        ax.set_axis_off()
-        return ax
+        return nothing_to_show(ax, f"no invocation open past {report.client_timeout_s:g} s")
     labels = [
         kind if pd.isna(tool) else f"{kind}\n({tool})"
         for kind, tool in zip(groups["last_event_kind"], groups["tool"], strict=True)
@@ -113,7 +108,7 @@ def plot_open_by_last_event(report: LatencyReport, *, ax: Axes | None = None) ->
     ax.set_yticks(y, labels)
     ax.invert_yaxis()
     ax.set_xlim(0, counts.max() * 1.2)
-    _whole_counts(ax)
+    count_axis(ax.xaxis)
     ax.set_xlabel("open invocations")
     ax.set_title(
         f"{int(counts.sum())} invocation(s) open past {report.client_timeout_s:g} s, by last event"
@@ -127,14 +122,12 @@ def plot_stuck_threads(report: LatencyReport, *, ax: Axes | None = None) -> Axes
     groups = report.thread_groups
     ax = new_axes(ax, (9.0, 1.2 + 0.45 * max(1, len(groups))))
     if groups.empty:
-        text = (
+        return nothing_to_show(
+            ax,
             "no thread stuck across the dumps"
             if report.dumps >= 2
-            else "no thread verdict: fewer than two thread dumps"
+            else "no thread verdict: fewer than two thread dumps",
         )
-        ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
-        ax.set_axis_off()
-        return ax
     labels = []
     colours = []
     for _, group in groups.iterrows():  # one bar per group: a handful of rows
@@ -155,17 +148,10 @@ def plot_stuck_threads(report: LatencyReport, *, ax: Axes | None = None) -> Axes
     ax.set_yticks(y, labels, fontsize="small")
     ax.invert_yaxis()
     ax.set_xlim(0, counts.max() * 1.6)
-    _whole_counts(ax)
+    count_axis(ax.xaxis)
     ax.set_xlabel(f"threads unmoved across {report.dumps} dumps")
     ax.set_title(
         "stuck threads by stack\nred: tied to the open calls · amber: other · grey: idle by design",
         fontsize="medium",
     )
     return ax
-
-
-def _whole_counts(ax: Axes) -> None:
-    """Ticks at whole counts only: no 0.5 thread or invocation."""
-    from matplotlib.ticker import MaxNLocator
-
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -16,12 +16,11 @@ pool workers waiting for work and condition waits are not contention.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Hashable, Iterable, Mapping
 
 import pandas as pd
 
-from incidentkit.flows._frames import as_columns
+from incidentkit.flows._frames import as_columns, empty_view
 from incidentkit.flows.latency_cliff.stacks import (
     BOTH,
     DUMPS,
@@ -143,7 +142,7 @@ def contention(jfr_locks: pd.DataFrame) -> pd.DataFrame:
     """Blocked monitor enters and parks on a lock, per monitor or lock class, the longest
     total blocked time first (:data:`CONTENTION_COLUMNS`)."""
     if jfr_locks.empty:
-        return as_columns(pd.DataFrame(columns=list(CONTENTION_COLUMNS)), CONTENTION_COLUMNS)
+        return empty_view(CONTENTION_COLUMNS)
     stacks = jfr_locks["frames"].map(" ".join)
     monitor = jfr_locks["event_type"].eq("monitor-enter")
     lock = (
@@ -153,7 +152,7 @@ def contention(jfr_locks: pd.DataFrame) -> pd.DataFrame:
     )
     waits = jfr_locks.loc[monitor | lock]
     if waits.empty:
-        return as_columns(pd.DataFrame(columns=list(CONTENTION_COLUMNS)), CONTENTION_COLUMNS)
+        return empty_view(CONTENTION_COLUMNS)
     app = waits["frames"].map(first_application_frame)
     waits = waits.assign(
         kind=waits["event_type"].map({"monitor-enter": "monitor", "park": "lock"}),
@@ -177,6 +176,6 @@ def contention(jfr_locks: pd.DataFrame) -> pd.DataFrame:
     return as_columns(out, CONTENTION_COLUMNS)
 
 
-def _names(column: Any) -> list[tuple[str, ...]]:
+def _names(column: Iterable[tuple[Hashable, pd.Series]]) -> list[tuple[str, ...]]:
     """Per group of ``column`` (a grouped text column), its distinct names, sorted."""
     return [tuple(sorted(set(names.dropna()))) for _, names in column]

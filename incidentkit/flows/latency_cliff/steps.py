@@ -7,29 +7,25 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-import pandas as pd
-
 from incidentkit import baselines
-from incidentkit.errors import IncidentkitError, ParameterError
+from incidentkit.errors import IncidentkitError
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
 from incidentkit.flows.common import (
     Frames,
-    Settings,
     baseline_window,
     begin,
     findings_context,
     frames_of,
     notes_view,
-    set_baseline,
     up_to,
 )
-from incidentkit.flows.common import setting as profile_setting
 from incidentkit.flows.evidence_limits import with_limits
 from incidentkit.flows.latency_cliff.baseline import LatencyBaseline, from_values, summarised
 from incidentkit.flows.latency_cliff.findings import latency_findings
 from incidentkit.flows.latency_cliff.flow import FLOW as DECLARED
 from incidentkit.flows.latency_cliff.latency import empty_latency
+from incidentkit.flows.latency_cliff.settings import LatencySettings
 from incidentkit.flows.latency_cliff.triage import (
     LatencyReport,
     latency_by_source,
@@ -37,44 +33,24 @@ from incidentkit.flows.latency_cliff.triage import (
     with_baseline,
     with_journal,
 )
+from incidentkit.flows.settings import resolve
 from incidentkit.manifest import Window
-from incidentkit.times import parse_duration
 
 FLOW = "latency_cliff"
 SECTIONS = tuple(dict.fromkeys((*DECLARED.sections, "jfr")))
 """The sections whose rejects make the verdict incomplete (a JFR recording among them)."""
-DEFAULT_TIMEOUT_S = 60
-DEFAULT_BUCKET = "1min"
-
-
-def _bucket(text: Any) -> pd.Timedelta:
-    return parse_duration(
-        str(text),
-        problem="bucket is not a positive duration",
-        fix='give a duration such as "1m", "30s" or "5m"',
-    )
-
-
-def _timeout(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ParameterError(
-            "client_timeout_s is not a positive number of seconds",
-            value=value,
-            fix="give the timeout after which a client gives up, e.g. 60",
-        )
-    return float(value)
 
 
 def setup(
     evidence: Evidence | str | os.PathLike[str],
     *,
     app_name: str = "",
-    as_of: Any = "",
+    as_of: object = "",
     client_timeout_s: float = 0,
     bucket: str = "",
     baseline: str = "",
     baseline_engine: bool = True,
-) -> tuple[Evidence, Settings]:
+) -> tuple[Evidence, LatencySettings]:
     """The incident narrowed to one app, and the flow's settings.
 
     The app comes from the parameter, the manifest or the ledger; ``as_of`` from the window's
@@ -83,42 +59,41 @@ def setup(
     before ``as_of`` such as ``7d``, or ``START/END``) gives the latency of the days before;
     ``baseline_engine`` computes it where the ledger or events live when they can be.
     """
-    incident, app, values, sources = begin(FLOW, evidence, app_name=app_name, as_of=as_of)
-    timeout, sources["client_timeout_s"] = profile_setting(
-        incident, FLOW, app, "client_timeout_s", client_timeout_s, default=DEFAULT_TIMEOUT_S
+    incident, found = begin(FLOW, evidence, app_name=app_name, as_of=as_of)
+    settings = resolve(
+        LatencySettings,
+        incident,
+        found,
+        client_timeout_s=client_timeout_s,
+        bucket=bucket,
+        baseline=baseline,
+        baseline_engine=baseline_engine,
     )
-    values["client_timeout_s"] = _timeout(timeout)
-    values["bucket"] = str(bucket or DEFAULT_BUCKET).strip()
-    _bucket(values["bucket"])  # a bad duration fails here, before any triage
-    sources["bucket"] = "parameter" if bucket else "default"
-    set_baseline(values, sources, baseline, baseline_engine)
-    return up_to(incident, values["as_of"]), Settings(FLOW, app, values, sources)
+    return up_to(incident, settings.as_of), settings
 
 
-READS = ("runs", "events", "calls", "responses", "spans", "diagnostics", "threads")
-"""The frames the flow reads (and the journal, only when ADK ran a call again after a crash)."""
-BASELINE_READS = ("runs", "events", "calls", "responses", "spans", "diagnostics")
+BASELINE_READS = tuple(frame for frame in DECLARED.reads if frame != "threads")
 """The frames a baseline loaded into pandas reads (no thread dumps)."""
 PUSHED = {"ledger": "ledger", "events": "events"}
 """Latency source → the section an engine computes its baseline from."""
 
 
-def triage(evidence: Evidence, settings: Settings) -> LatencyReport:
+def triage(evidence: Evidence, settings: LatencySettings) -> LatencyReport:
     """The flow on the app's evidence: latency, the cliff, open invocations, stuck threads,
     and with a baseline, the latency of the days before from the same source."""
-    frames = frames_of(evidence, READS)
+    frames = frames_of(evidence, DECLARED.reads)
     jfr = evidence.has("jfr")
     report = triage_latency(
         frames,
-        as_of=settings["as_of"],
-        client_timeout_s=settings["client_timeout_s"],
-        bucket=_bucket(settings["bucket"]),
+        as_of=settings.as_of,
+        client_timeout_s=settings.client_timeout_s,
+        bucket=settings.bucket_span,
         jfr_samples=evidence.frame("jfr_samples") if jfr else None,
         jfr_locks=evidence.frame("jfr_locks") if jfr else None,
     )
     if len(report.calls_run_twice) and evidence.has("journal"):
         report = _journal_checked(report, evidence, frames)
-    window = baseline_window(settings["baseline"], settings["as_of"])
+    window = baseline_window(settings.baseline, settings.as_of)
     if window is None or report.source is None:
         return report
     return with_baseline(report, _baseline(evidence, settings, window, report.source))
@@ -140,14 +115,14 @@ def _journal_checked(report: LatencyReport, evidence: Evidence, frames: Frames) 
 
 
 def _baseline(
-    evidence: Evidence, settings: Settings, window: Window, source: str
+    evidence: Evidence, settings: LatencySettings, window: Window, source: str
 ) -> LatencyBaseline:
     """The baseline window's latency from ``source``: in its engine when it can be, else
     from the window's frames in pandas."""
     span = f"{window.start:%Y-%m-%d %H:%M} to {window.end:%Y-%m-%d %H:%M} UTC"
     filters = replace(evidence.filters, window=window)
     spec = evidence.sources.get(PUSHED.get(source, ""))
-    if settings["baseline_engine"] and spec is not None and baselines.pushable(spec):
+    if settings.baseline_engine and spec is not None and baselines.pushable(spec):
         found = baselines.latency_summary(spec, filters, environ=evidence.environ)
         return from_values(found.value, label=f"{span} (computed in {found.where})", source=source)
     frames = frames_of(evidence.narrowed(filters), BASELINE_READS)
@@ -161,7 +136,7 @@ def _baseline(
     )
 
 
-def findings(report: LatencyReport, evidence: Evidence, settings: Settings) -> Findings:
+def findings(report: LatencyReport, evidence: Evidence, settings: LatencySettings) -> Findings:
     """The flow's findings, with the incident's title, window, settings and rejects."""
     found = latency_findings(report, **findings_context(evidence, settings, SECTIONS))
     return with_limits(found, evidence)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from incidentkit.flows._frames import as_columns
+from incidentkit.flows._frames import as_columns, empty_view
 from incidentkit.flows._resume import (
     PAUSE_COLUMNS,
     RESUMED_COLUMNS,
@@ -101,22 +101,22 @@ class LatencyReport:
     notes: tuple[str, ...] = field(default_factory=tuple)
     recordings: int = 0
     """JFR recordings whose samples were read for stuck threads."""
-    contention: pd.DataFrame = field(default_factory=lambda: empty_contention())
+    contention: pd.DataFrame = field(default_factory=lambda: empty_view(CONTENTION_COLUMNS))
     """Contended monitors and locks of the JFR recordings (:data:`.samples.CONTENTION_COLUMNS`)."""
     baseline: LatencyBaseline | None = None
     """The latency of a baseline window before the incident, when one was given."""
-    spinning: pd.DataFrame = field(default_factory=lambda: _empty(SPIN_COLUMNS))
+    spinning: pd.DataFrame = field(default_factory=lambda: empty_view(SPIN_COLUMNS))
     """Threads unchanged across the dumps but on the CPU (:data:`.spinning.SPIN_COLUMNS`)."""
-    lock_owners: pd.DataFrame = field(default_factory=lambda: _empty(OWNER_COLUMNS))
+    lock_owners: pd.DataFrame = field(default_factory=lambda: empty_view(OWNER_COLUMNS))
     """The threads holding the locks others wait for in the last dump
     (:data:`.locks.OWNER_COLUMNS`; a row with no owner: a lock the dump names no owner of)."""
-    pauses: pd.DataFrame = field(default_factory=lambda: _empty(PAUSE_COLUMNS))
+    pauses: pd.DataFrame = field(default_factory=lambda: empty_view(PAUSE_COLUMNS))
     """The pauses of the resumed invocations
     (:data:`incidentkit.flows._resume.PAUSE_COLUMNS`)."""
-    resumed: pd.DataFrame = field(default_factory=lambda: _empty(RESUMED_COLUMNS))
+    resumed: pd.DataFrame = field(default_factory=lambda: empty_view(RESUMED_COLUMNS))
     """Invocations ADK resumed under their own id, timed as segments
     (:data:`incidentkit.flows._resume.RESUMED_COLUMNS`)."""
-    calls_run_twice: pd.DataFrame = field(default_factory=lambda: _empty(RUN_TWICE_COLUMNS))
+    calls_run_twice: pd.DataFrame = field(default_factory=lambda: empty_view(RUN_TWICE_COLUMNS))
     """Calls ADK executed again after a crash, each with what the journal says
     (:data:`incidentkit.flows._resume.RUN_TWICE_COLUMNS`)."""
 
@@ -377,7 +377,7 @@ def triage_latency(
     cliff = (
         cliff_row(series, found, bucket, source or "")
         if found is not None and source is not None
-        else as_columns(pd.DataFrame(columns=list(CLIFF_COLUMNS)), CLIFF_COLUMNS)
+        else empty_view(CLIFF_COLUMNS)
     )
     others = {name: frame for name, frame in by_source.items() if name != source}
     disagreements = cross_check(best, others) if source else cross_check(best, {})
@@ -397,10 +397,10 @@ def triage_latency(
         disagreements=disagreements,
         thread_groups=seen.groups,
         dumps=seen.dumps,
-        fix=as_columns(pd.DataFrame(columns=list(FIX_COLUMNS)), FIX_COLUMNS),
+        fix=empty_view(FIX_COLUMNS),
         notes=tuple(notes),
         recordings=seen.recordings,
-        contention=contention(jfr_locks) if jfr_locks is not None else empty_contention(),
+        contention=empty_view(CONTENTION_COLUMNS) if jfr_locks is None else contention(jfr_locks),
         spinning=seen.spinning,
         lock_owners=seen.owners,
         pauses=resumed.pauses,
@@ -462,18 +462,10 @@ def _orphan_notes(hung: pd.DataFrame) -> list[str]:
     ]
 
 
-def _empty(columns: Mapping[str, str]) -> pd.DataFrame:
-    return as_columns(pd.DataFrame(columns=list(columns)), columns)
-
-
 def with_baseline(report: LatencyReport, baseline: LatencyBaseline) -> LatencyReport:
     """``report`` with the latency of a baseline window, and a note comparing it."""
     done = replace(report, baseline=baseline)
     return replace(done, notes=(*report.notes, done.baseline_text))
-
-
-def empty_contention() -> pd.DataFrame:
-    return as_columns(pd.DataFrame(columns=list(CONTENTION_COLUMNS)), CONTENTION_COLUMNS)
 
 
 def _with_fix(report: LatencyReport) -> LatencyReport:

@@ -1,7 +1,7 @@
 """Orphan classification: every run in flight at ``as_of``, what happened, what to do.
 
 - ``triage``: :func:`classify_orphans` and :class:`OrphanReport`, the flow's pure core;
-- ``classes``, ``journal``, ``actions``, ``views``: its steps (locate and classify each run,
+- ``classes``, ``journal``, ``actions``, ``views``: its parts (locate and classify each run,
   look its calls up in the journal by business key, say what to do, the side views);
 - ``findings``: the findings value; ``plots``: its figures;
 - ``steps``: what the notebook's cells call.
@@ -15,8 +15,8 @@ from incidentkit.flows.orphans.steps import (
     findings,
     plot_most_urgent_run,
     setup,
-    sweep,
     table,
+    triage,
 )
 from incidentkit.flows.orphans.triage import (
     JournalVerdict,
@@ -41,6 +41,6 @@ __all__ = [
     "plot_orphan_classes",
     "plot_run_timeline",
     "setup",
-    "sweep",
     "table",
+    "triage",
 ]

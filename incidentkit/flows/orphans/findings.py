@@ -3,18 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import pandas as pd
 
-from incidentkit.findings import (
-    ROW_LIMIT,
-    Finding,
-    Findings,
-    Severity,
-    build_findings,
-    rows_of,
-)
+from incidentkit.findings import ROW_LIMIT, Finding, Findings, Severity, TimeLike, rows_of
 from incidentkit.flows._resume import run_twice_item
 from incidentkit.flows.orphans.triage import Action, JournalVerdict, OrphanReport
 
@@ -136,7 +128,7 @@ def orphan_findings(
     report: OrphanReport,
     *,
     title: str | None = None,
-    window: tuple[Any, Any] | None = None,
+    window: tuple[TimeLike, TimeLike] | None = None,
     rejects: pd.DataFrame | None = None,
     row_limit: int | None = ROW_LIMIT,
     app_name: str | None = None,
@@ -183,20 +175,6 @@ def orphan_findings(
         if len(frame)
     ]
     twice = run_twice_item("orphans", report.calls_run_twice, row_limit)
-    if twice is not None:
-        items.append(twice)
-    if report.ledger_runs == 0:
-        items.insert(
-            0,
-            Finding(
-                "orphans/empty-ledger",
-                Severity.WARNING,
-                "the ledger holds no run",
-                "Nothing can be classified without the run ledger (agent_run).",
-                "Check the [ledger] source and the window of the evidence manifest.",
-            ),
-        )
-
     counts = report.class_counts()
     verdicts = calls["journal_verdict"].value_counts()
     summary = {
@@ -223,17 +201,28 @@ def orphan_findings(
         "attempts_cap": report.attempts_cap,
         **({"settings_from": dict(settings_from)} if settings_from else {}),
     }
-    return build_findings(  # its rejects item is among its own (None here: not twice)
+    return Findings.build(  # its rejects item is among its own (none given here: not twice)
         "orphans",
-        items,
+        [_empty_ledger(report), *items, twice],
         summary,
-        rejects=None,
         incomplete=incomplete,
+        as_of=report.as_of,
         title=title,
         window=window,
-        as_of=report.as_of,
         parameters=parameters,
         row_limit=row_limit,
+    )
+
+
+def _empty_ledger(report: OrphanReport) -> Finding | None:
+    if report.ledger_runs:
+        return None
+    return Finding(
+        "orphans/empty-ledger",
+        Severity.WARNING,
+        "the ledger holds no run",
+        "Nothing can be classified without the run ledger (agent_run).",
+        "Check the [ledger] source and the window of the evidence manifest.",
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from incidentkit.flows.orphans.settings import OrphanSettings
 from incidentkit.flows.plugin import CardChecks, EvidenceLimits, Flow, PostmortemHooks
 
 ORPHAN_ITEMS = tuple(
@@ -22,7 +23,8 @@ FLOW = Flow(
     notebook="orphans.ipynb",
     summary="classify runs orphaned by a crash and say what to do with each",
     sections=("ledger", "events", "journal"),
-    profile_keys=("terminal_agent", "key_templates", "attempts_cap"),
+    reads=("runs", "events", "calls", "responses", "journal", "spans", "diagnostics"),
+    settings=OrphanSettings,
     needs=("ledger",),
     limits=EvidenceLimits(
         withheld=(

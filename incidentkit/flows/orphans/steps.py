@@ -17,19 +17,14 @@ import pandas as pd
 from incidentkit.errors import IncidentkitError
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
-from incidentkit.flows.common import (
-    Settings,
-    begin,
-    evidence_notes,
-    flow_rejects,
-    log_context,
-    setting,
-)
+from incidentkit.flows.common import begin, evidence_notes, flow_rejects, log_context
 from incidentkit.flows.evidence_limits import with_limits
 from incidentkit.flows.orphans.actions import by_urgency, most_urgent_run
 from incidentkit.flows.orphans.findings import orphan_findings
 from incidentkit.flows.orphans.flow import FLOW as DECLARED
+from incidentkit.flows.orphans.settings import OrphanSettings
 from incidentkit.flows.orphans.triage import OrphanReport, classify_orphans
+from incidentkit.flows.settings import resolve
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -43,11 +38,11 @@ def setup(
     evidence: Evidence | str | os.PathLike[str],
     *,
     app_name: str = "",
-    as_of: Any = "",
+    as_of: object = "",
     terminal_agent: str | Iterable[str] = "",
     key_templates: Mapping[str, str] | None = None,
     attempts_cap: int = 0,
-) -> tuple[Evidence, Settings]:
+) -> tuple[Evidence, OrphanSettings]:
     """The incident narrowed to the app to sweep, and the sweep's settings.
 
     Every empty parameter comes from the manifest: the app from ``app_name`` or the ledger
@@ -55,17 +50,19 @@ def setup(
     from the app's ``[apps.<app>]`` profile (``attempts_cap`` defaults to 3). A setting that
     neither gives is a ParameterError naming the key and the section.
     """
-    incident, app, values, sources = begin(FLOW, evidence, app_name=app_name, as_of=as_of)
-    given = {"terminal_agent": terminal_agent, "key_templates": key_templates or {}}
-    for name in ("terminal_agent", "key_templates"):
-        values[name], sources[name] = setting(incident, FLOW, app, name, given[name])
-    values["attempts_cap"], sources["attempts_cap"] = setting(
-        incident, FLOW, app, "attempts_cap", attempts_cap, default=3
+    incident, found = begin(FLOW, evidence, app_name=app_name, as_of=as_of)
+    settings = resolve(
+        OrphanSettings,
+        incident,
+        found,
+        terminal_agent=terminal_agent,
+        key_templates=key_templates,
+        attempts_cap=attempts_cap,
     )
-    return incident, Settings(FLOW, app, values, sources)
+    return incident, settings
 
 
-def sweep(evidence: Evidence, settings: Settings) -> OrphanReport:
+def triage(evidence: Evidence, settings: OrphanSettings) -> OrphanReport:
     """Classify every non-terminal run of the app's ledger at ``as_of``.
 
     The ledger is read with the evidence's filters. Events and the journal are then read from
@@ -75,7 +72,7 @@ def sweep(evidence: Evidence, settings: Settings) -> OrphanReport:
     spans and the diagnostics log, when the manifest has them, show which invocations ADK
     resumed after a crash (the calls it ran again).
     """
-    at = settings["as_of"]
+    at = settings.as_of
     runs = evidence.runs
     context = log_context(evidence, runs, at)
     spans, spans_note = _side_frame(context, "spans")
@@ -87,9 +84,9 @@ def sweep(evidence: Evidence, settings: Settings) -> OrphanReport:
         context.responses,
         context.journal,
         as_of=at,
-        terminal_agent=settings["terminal_agent"],
-        key_templates=settings["key_templates"],
-        attempts_cap=settings["attempts_cap"],
+        terminal_agent=settings.terminal_agent,
+        key_templates=settings.key_templates,
+        attempts_cap=settings.attempts_cap,
         spans=spans,
         diagnostics=diagnostics,
         has_journal=context.has("journal"),
@@ -113,7 +110,7 @@ def _side_frame(evidence: Evidence, name: str) -> tuple[pd.DataFrame | None, str
         )
 
 
-def findings(report: OrphanReport, evidence: Evidence, settings: Settings) -> Findings:
+def findings(report: OrphanReport, evidence: Evidence, settings: OrphanSettings) -> Findings:
     """The orphan flow's findings, with the incident's title, window, settings and rejects."""
     window = evidence.filters.window
     found = orphan_findings(

@@ -7,19 +7,11 @@ Item ids and row fields are a contract (``docs/findings.md``); scripts read them
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
-from typing import Any
+from typing import Unpack
 
 import pandas as pd
 
-from incidentkit.findings import (
-    ROW_LIMIT,
-    Finding,
-    Findings,
-    Severity,
-    build_findings,
-    rows_of,
-)
+from incidentkit.findings import ROW_LIMIT, Finding, Findings, FindingsContext, Severity, rows_of
 from incidentkit.flows.overview.card import SYMPTOMS
 from incidentkit.flows.overview.growth import ADVICE, leaking_classes
 from incidentkit.flows.overview.heap import heap_text, old_object_text
@@ -185,43 +177,21 @@ def _symptom(report: OverviewReport) -> Finding | None:
     )
 
 
-def overview_findings(
-    report: OverviewReport,
-    *,
-    title: str | None = None,
-    window: tuple[Any, Any] | None = None,
-    rejects: pd.DataFrame | None = None,
-    row_limit: int | None = ROW_LIMIT,
-    parameters: Mapping[str, Any] | None = None,
-) -> Findings:
-    """The findings of the overview flow, from :func:`.triage.triage_overview`.
+def overview_findings(report: OverviewReport, **context: Unpack[FindingsContext]) -> Findings:
+    """The findings of the overview flow, from :func:`.triage.triage_overview`, with
+    ``context`` (:class:`~incidentkit.findings.FindingsContext`).
 
     Verdict: INCOMPLETE_EVIDENCE when rows of the sources were rejected; else ACTION_NEEDED
     when a line of the card is CRITICAL or WARNING; else CLEAN.
     """
-    items: list[Finding] = []
-    symptom = _symptom(report)
-    if symptom is not None:
-        items.append(symptom)
-    items.append(_card(report, row_limit))
-    for item in (_growing(report, row_limit), _heap(report, row_limit)):
-        if item is not None:
-            items.append(item)
+    limit = context.get("row_limit", ROW_LIMIT)
+    items = (_symptom(report), _card(report, limit), _growing(report, limit), _heap(report, limit))
     counts = report.card["severity"].value_counts()
     summary = {
         "checks": len(report.card),
         **{s.lower(): int(counts.get(s, 0)) for s in ("CRITICAL", "WARNING", "INFO")},
         "not_checked": int(counts.get("NOT_CHECKED", 0)),
     }
-    return build_findings(
-        FLOW,
-        items,
-        summary,
-        rejects=rejects,
-        incomplete=_unexamined(report),
-        title=title,
-        window=window,
-        as_of=report.as_of,
-        parameters=parameters,
-        row_limit=row_limit,
+    return Findings.build(
+        FLOW, items, summary, incomplete=_unexamined(report), as_of=report.as_of, **context
     )

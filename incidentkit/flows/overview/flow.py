@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from incidentkit.flows.overview.settings import OverviewSettings
 from incidentkit.flows.plugin import CardChecks, EvidenceLimits, Flow, PostmortemHooks
 
 FLOW = Flow(
@@ -13,10 +14,11 @@ FLOW = Flow(
         *("ledger", "events", "journal", "spans", "diagnostics"),
         *("threads", "histograms", "jfr"),
     ),
-    profile_keys=(
-        *("client_timeout_s", "max_llm_calls", "loop_exit_keys"),
-        *("terminal_agent", "key_templates", "attempts_cap"),
+    reads=(
+        *("runs", "events", "calls", "responses", "state_writes", "session_state", "journal"),
+        *("spans", "diagnostics", "threads"),
     ),
+    settings=OverviewSettings,
     limits=EvidenceLimits(
         withheld=(
             "no more than its card lines can: those for orphans and overlaps are only as good as "

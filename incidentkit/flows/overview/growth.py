@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
+from incidentkit.flows._frames import empty_view
 from incidentkit.flows.latency_cliff.stacks import LIBRARY_PREFIXES
 from incidentkit.frames import BOOL, FLOAT, INT, NINT, OBJ, STR, cast_columns, require_columns
 
@@ -252,7 +253,7 @@ def leaking_classes(growing: pd.DataFrame, *, same: float = SAME_COUNT) -> pd.Da
     names = growing["class"].astype(STR)
     own = growing.loc[~names.str.startswith(JDK_PREFIXES)]
     if own.empty:
-        return cast_columns(pd.DataFrame(columns=list(LEAK_COLUMNS)), LEAK_COLUMNS, what="leaks")
+        return empty_view(LEAK_COLUMNS)
     boxes = growing.loc[names.isin(list(CONTAINERS))]
     own = own.assign(library=own["class"].astype(STR).str.startswith(LIBRARY_PREFIXES))
     own = own.sort_values(
@@ -295,7 +296,7 @@ def leaking_classes(growing: pd.DataFrame, *, same: float = SAME_COUNT) -> pd.Da
     return cast_columns(out, LEAK_COLUMNS, what="leaking classes")
 
 
-def _leak_text(row: Mapping[Any, Any]) -> str:
+def _leak_text(row: Mapping[Hashable, Any]) -> str:
     """One leaking class for people (see :data:`LEAK_COLUMNS`)."""
     grew = int(row["instances_growth"])
     kin = f"; with {', '.join(row['kin'])}" if row["kin"] else ""

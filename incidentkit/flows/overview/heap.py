@@ -20,6 +20,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from incidentkit.flows._frames import empty_view
 from incidentkit.flows.latency_cliff.stacks import (
     class_of,
     first_application_frame,
@@ -73,7 +74,7 @@ def heap_after_gc(jfr_heap: pd.DataFrame) -> pd.DataFrame:
     :data:`MIN_GCS` GCs or more, the last is :data:`RISE` above the first and most steps rise."""
     after = jfr_heap.loc[jfr_heap["when"].eq("after")].sort_values(["recording", "ts"])
     if after.empty:
-        return cast_columns(pd.DataFrame(columns=list(HEAP_COLUMNS)), HEAP_COLUMNS, what="heap")
+        return empty_view(HEAP_COLUMNS)
     rises = after.groupby("recording")["heap_used"].diff().gt(0)
     grouped = after.assign(_rises=rises).groupby("recording", sort=False)
     out = grouped.agg(
@@ -139,7 +140,7 @@ def old_object_text(leaks: pd.DataFrame) -> str | None:
 def leak_candidates(jfr_old_objects: pd.DataFrame) -> pd.DataFrame:
     """The old-object samples by class and allocation site (:data:`LEAK_COLUMNS`)."""
     if jfr_old_objects.empty:
-        return cast_columns(pd.DataFrame(columns=list(LEAK_COLUMNS)), LEAK_COLUMNS, what="leaks")
+        return empty_view(LEAK_COLUMNS)
     frames = jfr_old_objects["frames"]
     site = frames.map(first_application_frame)
     site = site.fillna(jfr_old_objects["top_frame"])

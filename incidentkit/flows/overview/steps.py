@@ -11,13 +11,11 @@ from typing import Any
 
 import pandas as pd
 
-from incidentkit.errors import ParameterError
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
 from incidentkit.flows import FLOWS
 from incidentkit.flows.common import (
     Frames,
-    Settings,
     check_app,
     findings_context,
     frames_of,
@@ -27,48 +25,29 @@ from incidentkit.flows.common import (
     opened,
     up_to,
 )
-from incidentkit.flows.common import setting as profile_setting
 from incidentkit.flows.evidence_limits import with_limits
 from incidentkit.flows.overview.card import SYMPTOMS, Profile, ordered
 from incidentkit.flows.overview.findings import overview_findings
 from incidentkit.flows.overview.flow import FLOW as DECLARED
+from incidentkit.flows.overview.settings import CardProfile, OverviewSettings
 from incidentkit.flows.overview.triage import OverviewReport, read_summary, triage_overview
+from incidentkit.flows.settings import Found, resolve
 from incidentkit.frames import FRAMES
-from incidentkit.manifest import did_you_mean
 
 FLOW = "overview"
 SECTIONS = tuple(dict.fromkeys((*DECLARED.sections, "jfr")))
 """The sections whose rejects make the verdict incomplete (a JFR recording among them)."""
-READS = (
-    *("runs", "events", "calls", "responses", "state_writes", "session_state", "journal"),
-    *("spans", "diagnostics", "threads"),
-)
-"""The frames the flow reads (once, for every app)."""
 JVM_CHECKS = ("growing-classes", "heap-growth")
 """Checks of the JVM's evidence (histograms, a JFR recording), not of one app's."""
-
-
-def _symptom(value: Any) -> str | None:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    text = str(value).strip().lower()
-    if text not in SYMPTOMS:
-        raise ParameterError(
-            "unknown symptom",
-            value=value,
-            fix=f"{did_you_mean([text], SYMPTOMS)}give one of {', '.join(SYMPTOMS)} (or none, to "
-            "order the card by severity)",
-        )
-    return text
 
 
 def setup(
     evidence: Evidence | str | os.PathLike[str],
     *,
     app_name: str = "",
-    as_of: Any = "",
+    as_of: object = "",
     symptom: str = "",
-) -> tuple[Evidence, Settings]:
+) -> tuple[Evidence, OverviewSettings]:
     """The incident up to ``as_of`` and the card's settings: the apps to check (the
     parameter, else the manifest's ``app_name``, else every app the evidence names) and the
     symptom."""
@@ -84,32 +63,17 @@ def setup(
             apps, where = logged_apps(incident)
             apps_from = f"every app of {where}"
     incident, moment = judge(FLOW, incident, as_of)
-    at, at_from = moment.at, moment.source
-    values = {"apps": apps, "as_of": at, "symptom": _symptom(symptom)}
-    sources = {
-        "app_name": apps_from,
-        "apps": apps_from,
-        "as_of": at_from,
-        "symptom": "parameter" if values["symptom"] else "none: by severity",
-    }
     label = ", ".join(apps) if apps else "(none found)"
-    return up_to(incident, at), Settings(FLOW, label, values, sources)
+    found = Found(
+        FLOW, label, apps_from, moment.at, moment.source, more={"apps": (tuple(apps), apps_from)}
+    )
+    settings = resolve(OverviewSettings, incident, found, symptom=symptom)
+    return up_to(incident, settings.as_of), settings
 
 
 def profile_of(evidence: Evidence, app: str) -> Profile:
     """The settings the checks need for ``app``, from its ``[apps.<app>]`` profile."""
-
-    def of(name: str, default: Any) -> Any:
-        return profile_setting(evidence, FLOW, app, name, None, default=default)[0]
-
-    return Profile(
-        client_timeout_s=float(of("client_timeout_s", 60)),
-        max_llm_calls=of("max_llm_calls", None),
-        loop_exit_keys=tuple(of("loop_exit_keys", [])),
-        terminal_agent=of("terminal_agent", None),
-        key_templates=of("key_templates", {}),
-        attempts_cap=int(of("attempts_cap", 3)),
-    )
+    return resolve(CardProfile, evidence, Found(FLOW, app, "the card's app")).profile()
 
 
 def for_app(frames: Frames, app: str) -> Frames:
@@ -145,11 +109,12 @@ def for_app(frames: Frames, app: str) -> Frames:
 
 
 def triage(
-    evidence: Evidence, settings: Settings, *, summary_path: str | os.PathLike[str] = ""
+    evidence: Evidence, settings: OverviewSettings, *, summary_path: str | os.PathLike[str] = ""
 ) -> OverviewReport:
     """The card of every app: the frames read once and split by app; each line linked to
     its flow's report when ``run all`` (which gives ``summary_path``) ran it first."""
-    everything = frames_of(evidence.narrowed(replace(evidence.filters, app_name=None)), READS)
+    whole = evidence.narrowed(replace(evidence.filters, app_name=None))
+    everything = frames_of(whole, DECLARED.reads)
     histograms = (
         evidence.frame("class_histograms")
         if "class_histograms" in FRAMES and evidence.has("histograms")
@@ -161,13 +126,13 @@ def triage(
     summary = read_summary(summary_path)
     cards: list[pd.DataFrame] = []
     report = None
-    for app in settings["apps"] or [""]:
+    for app in settings.apps or ("",):
         report = triage_overview(
             for_app(everything, app) if app else everything,
-            as_of=settings["as_of"],
+            as_of=settings.as_of,
             profile=profile_of(evidence, app) if app else Profile(),
             histograms=histograms,
-            symptom=settings["symptom"],
+            symptom=settings.symptom,
             summary=summary,
             jfr_heap=jfr_heap,
             jfr_old_objects=jfr_old,
@@ -179,12 +144,12 @@ def triage(
     assert report is not None
     card = pd.concat(cards, ignore_index=True)
     card.loc[card["check"].isin(JVM_CHECKS), "app"] = None  # the JVM's, not an app's
-    if not evidence.has("histograms") and settings["symptom"] != "restarts":
+    if not evidence.has("histograms") and settings.symptom != "restarts":
         card = card.loc[card["check"].ne("growing-classes")]  # nothing to check it on
     if not jfr:
         card = card.loc[card["check"].ne("heap-growth")]
     card["command"] = commands(card, evidence)
-    return replace(report, card=ordered(card, settings["symptom"]))
+    return replace(report, card=ordered(card, settings.symptom))
 
 
 def commands(card: pd.DataFrame, evidence: Evidence) -> pd.Series:
@@ -219,7 +184,7 @@ def commands(card: pd.DataFrame, evidence: Evidence) -> pd.Series:
     return pd.Series(lines, index=card.index, dtype=object)
 
 
-def findings(report: OverviewReport, evidence: Evidence, settings: Settings) -> Findings:
+def findings(report: OverviewReport, evidence: Evidence, settings: OverviewSettings) -> Findings:
     """The flow's findings, with the incident's title, window, settings and rejects."""
     found = overview_findings(report, **findings_context(evidence, settings, SECTIONS))
     return with_limits(found, evidence)

@@ -6,19 +6,12 @@ Item ids and row fields are a contract (``docs/findings.md``); scripts read them
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Hashable, Mapping
+from typing import Any, Unpack
 
 import pandas as pd
 
-from incidentkit.findings import (
-    ROW_LIMIT,
-    Finding,
-    Findings,
-    Severity,
-    build_findings,
-    rows_of,
-)
+from incidentkit.findings import ROW_LIMIT, Finding, Findings, FindingsContext, Severity, rows_of
 from incidentkit.flows._text import join_text, json_text
 from incidentkit.flows.runaway.limits import DEFAULT_FROM
 from incidentkit.flows.runaway.signatures import Signature
@@ -65,7 +58,7 @@ def _number(value: float) -> str:
     return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
-def loop_text(row: Mapping[Any, Any]) -> str:
+def loop_text(row: Mapping[Hashable, Any]) -> str:
     """One signature in words: which agents, which tool with which arguments, which loop."""
     kind = row["kind"]
     calls = "" if pd.isna(row["model_calls"]) else f", {row['model_calls']} model calls"
@@ -94,7 +87,7 @@ def loop_text(row: Mapping[Any, Any]) -> str:
     )
 
 
-def _args(args: Any) -> str:
+def _args(args: object) -> str:
     if isinstance(args, Mapping):
         return ", ".join(f"{k}={json_text(v)}" for k, v in args.items())
     return "" if args is None else str(args)
@@ -264,81 +257,70 @@ def _compactions(report: RunawayReport, limit: int | None) -> Finding | None:
     )
 
 
-def runaway_findings(
-    report: RunawayReport,
-    *,
-    title: str | None = None,
-    window: tuple[Any, Any] | None = None,
-    rejects: pd.DataFrame | None = None,
-    row_limit: int | None = ROW_LIMIT,
-    parameters: Mapping[str, Any] | None = None,
-) -> Findings:
-    """The findings of the runaway flow, from :func:`.triage.triage_runaway`.
+def _no_source(report: RunawayReport) -> Finding | None:
+    if report.source is not None:
+        return None
+    return Finding(
+        f"{FLOW}/no-model-calls",
+        Severity.WARNING,
+        "no source counts a model call of this app",
+        " ".join(report.notes),
+        "Add the diagnostics log (run.end llmCalls), the event log or the spans to the "
+        "manifest, and check its window and app_name.",
+    )
+
+
+def _disagreements(report: RunawayReport, limit: int | None) -> Finding | None:
+    differ = report.disagreements
+    if differ.empty:
+        return None
+    return Finding(
+        f"{FLOW}/source-disagreements",
+        Severity.INFO,
+        f"{len(differ)} invocation(s) counted differently by two sources",
+        "Final counts only: a model call that failed leaves a span and maybe no event; "
+        "a tail sampler that kept only part of a long trace leaves fewer call_llm spans.",
+        "None: the counts above come from the best source; check a row before trusting "
+        "the other source for it.",
+        rows_of(differ, None, limit=limit),
+        len(differ),
+    )
+
+
+def runaway_findings(report: RunawayReport, **context: Unpack[FindingsContext]) -> Findings:
+    """The findings of the runaway flow, from :func:`.triage.triage_runaway`, with ``context``
+    (:class:`~incidentkit.findings.FindingsContext`).
 
     Verdict: INCOMPLETE_EVIDENCE when ``rejects`` (unread rows of the flow's sources) is not
     empty or no source counts a model call; else ACTION_NEEDED when an invocation hit the
     limit or looped, or the configured limit is far above the recommendation; else CLEAN.
     """
-    items: list[Finding] = []
-    if report.source is None:
-        items.append(
-            Finding(
-                f"{FLOW}/no-model-calls",
-                Severity.WARNING,
-                "no source counts a model call of this app",
-                " ".join(report.notes),
-                "Add the diagnostics log (run.end llmCalls), the event log or the spans to the "
-                "manifest, and check its window and app_name.",
-            )
-        )
-    ordered = (
-        _hits(report, row_limit),  # which invocations ran away, and why
-        _loops(report, row_limit),
+    limit = context.get("row_limit", ROW_LIMIT)
+    items = (
+        _no_source(report),
+        _hits(report, limit),  # which invocations ran away, and why
+        _loops(report, limit),
         _model_calls(report),  # what the limit is and what it should be
-        _cost(report, row_limit),  # what the loops cost
-        _compactions(report, row_limit),  # what compaction cost, apart
+        _cost(report, limit),  # what the loops cost
+        _compactions(report, limit),  # what compaction cost, apart
+        _disagreements(report, limit),
     )
-    items += [item for item in ordered if item is not None]
-    differ = report.disagreements
-    if len(differ):
-        items.append(
-            Finding(
-                f"{FLOW}/source-disagreements",
-                Severity.INFO,
-                f"{len(differ)} invocation(s) counted differently by two sources",
-                "Final counts only: a model call that failed leaves a span and maybe no event; "
-                "a tail sampler that kept only part of a long trace leaves fewer call_llm spans.",
-                "None: the counts above come from the best source; check a row before trusting "
-                "the other source for it.",
-                rows_of(differ, None, limit=row_limit),
-                len(differ),
-            )
-        )
-    flagged = report.flagged
+    rejects = context.get("rejects")
     summary = {
         "invocations": len(report.counted),
-        "flagged": len(flagged),
+        "flagged": len(report.flagged),
         "hit_limit": len(report.hits),
         "loops": len(report.loops),
         "tokens": report.total_tokens,
         "runaway_tokens": int(report.cost["tokens"].fillna(0).sum()),
         "compaction_tokens": report.compaction_tokens,
-        "source_disagreements": len(differ),
+        "source_disagreements": len(report.disagreements),
         "rejects": 0 if rejects is None else len(rejects),
     }
     if report.configured_from != DEFAULT_FROM:  # known, not ADK's default assumed
         summary["configured_max_llm_calls"] = report.configured
     if report.recommended is not None:
         summary["recommended_max_llm_calls"] = report.recommended
-    return build_findings(
-        FLOW,
-        items,
-        summary,
-        rejects=rejects,
-        incomplete=report.source is None,
-        title=title,
-        window=window,
-        as_of=report.as_of,
-        parameters=parameters,
-        row_limit=row_limit,
+    return Findings.build(
+        FLOW, items, summary, incomplete=report.source is None, as_of=report.as_of, **context
     )

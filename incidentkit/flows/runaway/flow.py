@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from incidentkit.flows.plugin import CardChecks, EvidenceLimits, Flow, PostmortemHooks
+from incidentkit.flows.runaway.settings import RunawaySettings
 
 FLOW = Flow(
     name="runaway",
@@ -10,7 +11,8 @@ FLOW = Flow(
     summary="count model calls per invocation, find the invocations that hit maxLlmCalls "
     "and the loops that burned them, and set the limit from data",
     sections=("diagnostics", "spans", "ledger", "events"),
-    profile_keys=("max_llm_calls", "loop_exit_keys"),
+    reads=("runs", "events", "calls", "responses", "state_writes", "spans", "diagnostics"),
+    settings=RunawaySettings,
     limits=EvidenceLimits(
         withheld=(
             "no model calls counted from the events (no invocation ids) and no loop exits (no "

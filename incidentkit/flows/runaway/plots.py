@@ -14,6 +14,7 @@ from incidentkit.plotting import (
     count_axis,
     date_numbers,
     new_axes,
+    nothing_to_show,
     plain_log_axis,
     utc_time_axis,
 )
@@ -54,9 +55,7 @@ def plot_model_calls(report: RunawayReport, *, ax: Axes | None = None) -> Axes:
     ax = new_axes(ax, (10.0, 3.8))
     counted = report.baseline_counted
     if counted.empty:
-        ax.text(0.5, 0.5, "no model call counted", ha="center", va="center", transform=ax.transAxes)
-        ax.set_axis_off()
-        return ax
+        return nothing_to_show(ax, "no model call counted")
     calls = counted["model_calls"].to_numpy(dtype=float)
     flagged = (counted["hit_limit"] | counted["looped"]).to_numpy(dtype=bool)
     marks = [m for m in (report.configured, report.recommended, calls.max()) if m is not None]
@@ -103,7 +102,7 @@ def plot_worst(report: RunawayReport, *, ax: Axes | None = None) -> Axes:
     """The worst invocation over time: which agent acted and how (model call, tool answer,
     transfer, error), and under it the prompt tokens of each model call (growing with the
     history re-sent). Returns the upper axes; with ``ax`` given only the sequence is drawn."""
-    steps = report.steps
+    steps = report.sequence
     if ax is None:
         from matplotlib.figure import Figure
 
@@ -112,11 +111,9 @@ def plot_worst(report: RunawayReport, *, ax: Axes | None = None) -> Axes:
     else:
         tokens_ax = None
     if steps.empty:
-        ax.text(0.5, 0.5, "no invocation to show", ha="center", va="center", transform=ax.transAxes)
-        ax.set_axis_off()
         if tokens_ax is not None:
             tokens_ax.set_axis_off()
-        return ax
+        return nothing_to_show(ax, "no invocation to show")
     authors = list(dict.fromkeys(steps["author"]))
     rows = steps["author"].map({a: k for k, a in enumerate(authors)}).to_numpy(dtype=float)
     x = date_numbers(steps["ts"])

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from incidentkit.flows._frames import as_columns, in_session_order, per_group
+from incidentkit.flows._frames import as_columns, empty_view, in_session_order, per_group
 from incidentkit.flows._markers import turns as turns_of
 from incidentkit.frames import INT, OBJ, STR, SpanKind
 
@@ -69,7 +69,7 @@ def ping_pongs(events: pd.DataFrame, *, min_transfers: int = MIN_TRANSFERS) -> p
     keyed = moves.assign(run=run.where(alternates), _streak=streak.where(alternates))
     long = keyed.loc[keyed["_streak"].ge(min_transfers)]
     if long.empty:
-        return as_columns(pd.DataFrame(columns=list(PING_PONG_COLUMNS)), PING_PONG_COLUMNS)
+        return empty_view(PING_PONG_COLUMNS)
     best = long.sort_values(["_streak"], ascending=False, kind="stable").drop_duplicates(
         "invocation_id"
     )
@@ -156,7 +156,7 @@ def repeated_calls(
         ["invocation_id", "session_id", "seq"], kind="stable"
     )
     if repeated.empty:
-        return as_columns(pd.DataFrame(columns=list(REPEAT_COLUMNS)), REPEAT_COLUMNS)
+        return empty_view(REPEAT_COLUMNS)
     answered = responses.assign(_pair=_pairs(responses)).drop_duplicates("_pair")
     answers = repeated.assign(_pair=_pairs(own).loc[repeated.index])[["_pair", *keys]].merge(
         answered[["_pair", "response"]], on="_pair", how="left"
@@ -307,7 +307,7 @@ def silent_loops(
         found.append(cycles.loc[~cycles["invocation_id"].isin(taken)])
     runs = pd.concat(found, ignore_index=True)
     if runs.empty:
-        return as_columns(pd.DataFrame(columns=list(LOOP_COLUMNS)), LOOP_COLUMNS)
+        return empty_view(LOOP_COLUMNS)
     cycle = turns.loc[member]
     by = cycle.groupby("invocation_id", sort=False)
     agents = cycle.drop_duplicates(["invocation_id", "author"])
@@ -323,7 +323,7 @@ def silent_loops(
     escalated = events.loc[events["escalate"], "invocation_id"]
     cycling = cycling.loc[cycling["transfers"].eq(0) & ~cycling["invocation_id"].isin(escalated)]
     if cycling.empty:
-        return as_columns(pd.DataFrame(columns=list(LOOP_COLUMNS)), LOOP_COLUMNS)
+        return empty_view(LOOP_COLUMNS)
     parents = _loop_agents(spans) if spans is not None and len(spans) else pd.Series(dtype=object)
     by_span = [
         next((parents[(inv, a)] for a in agents if (inv, a) in parents.index), None)

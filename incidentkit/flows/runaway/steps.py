@@ -10,77 +10,39 @@ from typing import Any
 import pandas as pd
 
 from incidentkit import baselines
-from incidentkit.errors import ParameterError
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
 from incidentkit.flows.common import (
-    Settings,
     baseline_window,
     begin,
     findings_context,
     frames_of,
     notes_view,
-    set_baseline,
     up_to,
 )
-from incidentkit.flows.common import setting as profile_setting
 from incidentkit.flows.evidence_limits import with_limits
 from incidentkit.flows.runaway.findings import runaway_findings
 from incidentkit.flows.runaway.flow import FLOW as DECLARED
-from incidentkit.flows.runaway.signatures import MIN_REPEATS
+from incidentkit.flows.runaway.settings import RunawaySettings
 from incidentkit.flows.runaway.triage import RunawayReport, rebased, triage_runaway
+from incidentkit.flows.settings import resolve
 
 FLOW = "runaway"
 SECTIONS = DECLARED.sections
-
-
-def _whole(name: str, value: Any, *, least: int, example: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ParameterError(
-            f"{name} is not a whole number of at least {least}", value=value, fix=example
-        )
-    return value
-
-
-def _keys(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list | tuple) or not all(
-        isinstance(k, str) and k.strip() for k in value
-    ):
-        raise ParameterError(
-            "loop_exit_keys is not a list of state keys",
-            value=value,
-            fix="give a list, e.g. -p loop_exit_keys '[\"review:approved\"]', or set "
-            "loop_exit_keys in [apps.<app>]",
-        )
-    return tuple(k.strip() for k in value)
-
-
-def _price(value: Any) -> float | None:
-    if value in (None, "", 0, 0.0):
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ParameterError(
-            "price_per_1k_tokens is not a positive number",
-            value=value,
-            fix="give the model's price per 1,000 tokens, e.g. 0.0003 (0: no money shown)",
-        )
-    return float(value)
 
 
 def setup(
     evidence: Evidence | str | os.PathLike[str],
     *,
     app_name: str = "",
-    as_of: Any = "",
+    as_of: object = "",
     baseline: str = "",
     max_llm_calls: int = 0,
     loop_exit_keys: list[str] | None = None,
     min_repeats: int = 0,
     price_per_1k_tokens: float = 0.0,
     baseline_engine: bool = True,
-) -> tuple[Evidence, Settings]:
+) -> tuple[Evidence, RunawaySettings]:
     """The incident narrowed to one app, and the flow's settings.
 
     ``max_llm_calls`` and ``loop_exit_keys`` come from the parameters, else ``[apps.<app>]``
@@ -91,60 +53,43 @@ def setup(
     JSONL/Parquet files through DuckDB) when they can be; false loads the baseline's frames
     into pandas.
     """
-    incident, app, values, sources = begin(FLOW, evidence, app_name=app_name, as_of=as_of)
-    limit, sources["max_llm_calls"] = profile_setting(
-        incident, FLOW, app, "max_llm_calls", max_llm_calls, default=None
+    incident, found = begin(FLOW, evidence, app_name=app_name, as_of=as_of)
+    settings = resolve(
+        RunawaySettings,
+        incident,
+        found,
+        max_llm_calls=max_llm_calls,
+        loop_exit_keys=loop_exit_keys,
+        min_repeats=min_repeats,
+        price_per_1k_tokens=price_per_1k_tokens,
+        baseline=baseline,
+        baseline_engine=baseline_engine,
     )
-    if limit is None:
-        sources["max_llm_calls"] = "not set: the limit error's message, else ADK's 500"
-    values["max_llm_calls"] = (
-        None
-        if limit is None
-        else _whole("max_llm_calls", limit, least=1, example="give the RunConfig limit, e.g. 500")
-    )
-    keys, sources["loop_exit_keys"] = profile_setting(
-        incident, FLOW, app, "loop_exit_keys", loop_exit_keys, default=[]
-    )
-    values["loop_exit_keys"] = list(_keys(keys))
-    values["min_repeats"] = _whole(
-        "min_repeats",
-        min_repeats or MIN_REPEATS,
-        least=2,
-        example="give how many identical calls make a repeat, e.g. 3",
-    )
-    sources["min_repeats"] = "parameter" if min_repeats else "default"
-    values["price_per_1k_tokens"] = _price(price_per_1k_tokens)
-    sources["price_per_1k_tokens"] = "parameter" if price_per_1k_tokens else "default"
-    set_baseline(values, sources, baseline, baseline_engine)
-    return up_to(incident, values["as_of"]), Settings(FLOW, app, values, sources)
+    return up_to(incident, settings.as_of), settings
 
 
-READS = ("runs", "events", "calls", "responses", "state_writes", "spans", "diagnostics")
-"""The frames the flow reads."""
-
-
-def triage(evidence: Evidence, settings: Settings) -> RunawayReport:
+def triage(evidence: Evidence, settings: RunawaySettings) -> RunawayReport:
     """The flow on the app's evidence: counts, limit hits, loops, the recommendation, cost.
 
     With a baseline, its distribution is computed in the engine when the events can be
     (:mod:`incidentkit.baselines`: only a histogram of counts travels), else from its frames
     loaded into pandas; the report's ``baseline`` names which.
     """
-    window = baseline_window(settings["baseline"], settings["as_of"])  # START/END, as setup wrote
+    window = baseline_window(settings.baseline, settings.as_of)  # START/END, as setup wrote
     options: dict[str, Any] = {
-        "as_of": settings["as_of"],
-        "max_llm_calls": settings["max_llm_calls"],
-        "loop_exit_keys": tuple(settings["loop_exit_keys"]),
-        "min_repeats": settings["min_repeats"],
-        "price_per_1k_tokens": settings["price_per_1k_tokens"],
+        "as_of": settings.as_of,
+        "max_llm_calls": settings.max_llm_calls,
+        "loop_exit_keys": settings.loop_exit_keys,
+        "min_repeats": settings.min_repeats,
+        "price_per_1k_tokens": settings.price_per_1k_tokens,
     }
-    frames = frames_of(evidence, READS)
+    frames = frames_of(evidence, DECLARED.reads)
     if window is None:
         return triage_runaway(frames, **options)
     span = f"the baseline {window.start:%Y-%m-%d %H:%M} to {window.end:%Y-%m-%d %H:%M} UTC"
     base_filters = replace(evidence.filters, window=window)
     spec = evidence.sources.get("events")
-    if settings["baseline_engine"] and spec is not None and baselines.pushable(spec):
+    if settings.baseline_engine and spec is not None and baselines.pushable(spec):
         report = triage_runaway(frames, **options)
         found = baselines.call_histogram(
             spec,
@@ -157,13 +102,13 @@ def triage(evidence: Evidence, settings: Settings) -> RunawayReport:
             "incident window shows them)"
         )
         return rebased(report, found.value, label=label)
-    baseline = frames_of(evidence.narrowed(base_filters), READS)
+    baseline = frames_of(evidence.narrowed(base_filters), DECLARED.reads)
     return triage_runaway(
         frames, baseline=baseline, baseline_label=f"{span} (loaded into pandas)", **options
     )
 
 
-def findings(report: RunawayReport, evidence: Evidence, settings: Settings) -> Findings:
+def findings(report: RunawayReport, evidence: Evidence, settings: RunawaySettings) -> Findings:
     """The flow's findings, with the incident's title, window, settings and rejects."""
     found = runaway_findings(report, **findings_context(evidence, settings, SECTIONS))
     return with_limits(found, evidence)
@@ -184,7 +129,7 @@ SHOWN: Mapping[str, tuple[str, ...]] = {
         *("session_id", "compactions", "prompt_tokens", "output_tokens", "total_tokens"),
         *("events_covered", "first", "last", "cost"),
     ),
-    "steps": ("ts", "author", "step", "what", "model_call", "prompt_tokens", "total_tokens"),
+    "sequence": ("ts", "author", "step", "what", "model_call", "prompt_tokens", "total_tokens"),
     "disagreements": ("invocation_id", "source", "model_calls", "other_source", "other_calls"),
 }
 """The columns each view shows in the report; findings.json keeps every contract column."""
@@ -209,7 +154,7 @@ def table(report: RunawayReport, view: str) -> Any:
     from incidentkit.report import table as people_table
 
     frame = getattr(report, view)
-    return people_table(elided(frame) if view == "steps" else frame, SHOWN[view])
+    return people_table(elided(frame) if view == "sequence" else frame, SHOWN[view])
 
 
 def notes(report: RunawayReport) -> Any:

@@ -3,8 +3,9 @@ invocations that hit ``maxLlmCalls`` or loop, a limit set from the healthy ones,
 loops cost.
 
 :func:`triage_runaway` takes frames, never reads evidence, and returns a
-:class:`RunawayReport`; the steps (:mod:`.steps`) give it one incident's frames, and a longer
-baseline's when the distribution is to come from more traffic than the incident window holds.
+:class:`RunawayReport`; the notebook's steps (:mod:`.steps`) give it one incident's frames,
+and a longer baseline's when the distribution is to come from more traffic than the incident
+window holds.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from incidentkit.flows._frames import as_columns, choose, per_group
+from incidentkit.flows._frames import as_columns, choose, empty_view, per_group
 from incidentkit.flows._markers import is_marker, without_marker_invocations
 from incidentkit.flows._text import text
 from incidentkit.flows.common import Frames
@@ -179,7 +180,8 @@ class RunawayReport:
     price_per_1k_tokens: float | None
     worst: str | None
     """The invocation the sequence shows: the flagged one with most model calls."""
-    steps: pd.DataFrame
+    sequence: pd.DataFrame
+    """The worst invocation's events in order, one row each (:data:`STEP_COLUMNS`)."""
     compactions: pd.DataFrame
     """The summariser's tokens per session (:data:`.compaction.COMPACTION_COLUMNS`)."""
     min_repeats: int = MIN_REPEATS
@@ -361,7 +363,7 @@ def _cost(
 def worst_steps(frames: Frames, invocation_id: str | None) -> pd.DataFrame:
     """The events of ``invocation_id`` as steps (see :data:`STEP_COLUMNS`)."""
     if invocation_id is None:
-        return as_columns(pd.DataFrame(columns=list(STEP_COLUMNS)), STEP_COLUMNS)
+        return empty_view(STEP_COLUMNS)
     events = frames.events.loc[frames.events["invocation_id"].eq(invocation_id)]
     events = events.loc[events["author"].ne("user")].sort_values(["session_id", "seq"])
     calls = frames.calls.loc[frames.calls["invocation_id"].eq(invocation_id)]
@@ -524,7 +526,7 @@ def triage_runaway(
         total_tokens=total,
         price_per_1k_tokens=price_per_1k_tokens,
         worst=worst,
-        steps=worst_steps(frames, worst),
+        sequence=worst_steps(frames, worst),
         compactions=compaction_cost(frames.events, price_per_1k_tokens),
         min_repeats=min_repeats,
         notes=tuple(notes),

@@ -23,6 +23,7 @@ from incidentkit.flows._frames import as_columns, per_group
 from incidentkit.flows._markers import MARKER_KINDS, turns
 from incidentkit.flows.vanished_state.state import unknown_session
 from incidentkit.frames import BOOL, INT, OBJ, STR, TS, EventKind
+from incidentkit.times import iso_utc
 
 DUMP_COLUMNS: Mapping[str, str] = {
     "ts": TS,
@@ -111,8 +112,7 @@ def _in_span(times: pd.Series, compactions: pd.DataFrame) -> np.ndarray:
 
 def _clock(times: pd.Series) -> pd.Series:
     """``14:00:01.000Z`` (``?Z`` when missing)."""
-    text: pd.Series = times.dt.strftime("%H:%M:%S.%f").str[:-3].fillna("?") + "Z"
-    return text
+    return iso_utc(times, date=False).fillna("?Z")
 
 
 def labels(events: pd.DataFrame) -> pd.Series:
@@ -183,8 +183,7 @@ def dump_text(dump: pd.DataFrame) -> str:
     line; an event a rewind undid ends with ``rewound_by=<the rewind's event id>``."""
     if dump.empty:
         return ""
-    stamps = dump["ts"].dt.strftime("%Y-%m-%dT%H:%M:%S.%f").str[:-3] + "Z"
-    head = stamps.fillna("-") + " inv=" + dump["invocation_id"].fillna("-")
+    head = iso_utc(dump["ts"]).fillna("-") + " inv=" + dump["invocation_id"].fillna("-")
     lines = (
         head
         + " author="

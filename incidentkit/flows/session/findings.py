@@ -6,19 +6,11 @@ Item ids and row fields are a contract (``docs/findings.md``); scripts read them
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import Unpack
 
 import pandas as pd
 
-from incidentkit.findings import (
-    ROW_LIMIT,
-    Finding,
-    Findings,
-    Severity,
-    build_findings,
-    rows_of,
-)
+from incidentkit.findings import ROW_LIMIT, Finding, Findings, FindingsContext, Severity, rows_of
 from incidentkit.flows._markers import without_marker_invocations
 from incidentkit.flows.session.errors import ALERT, COUNT_COLUMNS, EVENT_KIND
 from incidentkit.flows.session.triage import SessionReport
@@ -143,26 +135,20 @@ def _overlaps(report: SessionReport, limit: int | None) -> Finding | None:
     )
 
 
-def session_findings(
-    report: SessionReport,
-    *,
-    title: str | None = None,
-    window: tuple[Any, Any] | None = None,
-    rejects: pd.DataFrame | None = None,
-    row_limit: int | None = ROW_LIMIT,
-    parameters: Mapping[str, Any] | None = None,
-) -> Findings:
-    """The findings of the session flow, from :func:`.triage.triage_session`.
+def session_findings(report: SessionReport, **context: Unpack[FindingsContext]) -> Findings:
+    """The findings of the session flow, from :func:`.triage.triage_session`, with ``context``
+    (:class:`~incidentkit.findings.FindingsContext`).
 
     Verdict: INCOMPLETE_EVIDENCE when ``rejects`` is not empty; else ACTION_NEEDED when errors
     vanished or were logged, or invocations overlapped on the session; else CLEAN.
     """
-    items: list[Finding] = []
-    items.append(_errors(report, row_limit))
-    for item in (_counts(report, row_limit), _overlaps(report, row_limit)):
-        if item is not None:
-            items.append(item)
-    items.append(_events(report, row_limit))
+    limit = context.get("row_limit", ROW_LIMIT)
+    items = (
+        _errors(report, limit),
+        _counts(report, limit),
+        _overlaps(report, limit),
+        _events(report, limit),
+    )
     errors = report.errors
     summary = {
         "events": len(report.dump),
@@ -176,15 +162,4 @@ def session_findings(
         **{name: int(report.dump["kind"].eq(kind).sum()) for name, kind in MARKER_COUNTS.items()},
         "rewound_events": int(report.dump["rewound_by"].notna().sum()),
     }
-    return build_findings(
-        FLOW,
-        items,
-        summary,
-        rejects=rejects,
-        incomplete=False,
-        title=title,
-        window=window,
-        as_of=report.as_of,
-        parameters=parameters,
-        row_limit=row_limit,
-    )
+    return Findings.build(FLOW, items, summary, as_of=report.as_of, **context)

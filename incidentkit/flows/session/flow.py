@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from incidentkit.flows.plugin import CardChecks, EvidenceLimits, Flow, PostmortemHooks
+from incidentkit.flows.session.settings import SessionSettings
 
 FLOW = Flow(
     name="session",
@@ -10,7 +11,11 @@ FLOW = Flow(
     summary="dump one session event by event, list the errors that vanish, and draw the "
     "session's swimlane",
     sections=("events", "ledger", "diagnostics", "spans", "journal"),
-    profile_keys=(),
+    reads=(
+        *("runs", "events", "calls", "responses", "state_writes"),
+        *("spans", "diagnostics", "journal"),
+    ),
+    settings=SessionSettings,
     required=("session_id",),
     needs=("events",),
     limits=EvidenceLimits(

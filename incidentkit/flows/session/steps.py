@@ -11,20 +11,20 @@ from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
 from incidentkit.flows import evidence_limits
 from incidentkit.flows._session import history, incident_window, open_session
-from incidentkit.flows.common import Settings, findings_context, frames_of, notes_view
+from incidentkit.flows.common import findings_context, frames_of, notes_view
 from incidentkit.flows.evidence_limits import with_limits
 from incidentkit.flows.session.findings import session_findings
 from incidentkit.flows.session.flow import FLOW as DECLARED
+from incidentkit.flows.session.settings import SessionSettings
 from incidentkit.flows.session.swimlane import plot_session
 from incidentkit.flows.session.triage import SessionReport, triage_session
+from incidentkit.flows.settings import resolve
 from incidentkit.flows.vanished_state.state import SessionRef
 from incidentkit.manifest import Window
 from incidentkit.plotting import Picture, show
 
 FLOW = "session"
 SECTIONS = DECLARED.sections
-READS = ("runs", "events", "calls", "responses", "state_writes", "spans", "diagnostics", "journal")
-"""The frames the flow reads."""
 
 
 def setup(
@@ -33,35 +33,36 @@ def setup(
     session_id: str = "",
     app_name: str = "",
     user_id: str = "",
-    as_of: Any = "",
-) -> tuple[Evidence, Settings]:
+    as_of: object = "",
+) -> tuple[Evidence, SessionSettings]:
     """The incident narrowed to the session's app and read over its whole history up to
     ``as_of``, and the flow's settings. ``session_id`` is required; the app and the user come
     from the session's events when not given."""
-    incident, ref, values, sources = open_session(
+    incident, _, found = open_session(
         FLOW, evidence, session_id=session_id, app_name=app_name, user_id=user_id, as_of=as_of
     )
-    return history(incident, values["as_of"]), Settings(FLOW, ref.app_name, values, sources)
+    settings = resolve(SessionSettings, incident, found)
+    return history(incident, settings.as_of), settings
 
 
-def triage(evidence: Evidence, settings: Settings) -> SessionReport:
+def triage(evidence: Evidence, settings: SessionSettings) -> SessionReport:
     """The flow on the session: its dump, the errors around it, its swimlane's rows."""
-    ref = SessionRef(settings.app_name, settings["user_id"], settings["session_id"])
-    span = incident_window(evidence, settings["as_of"])
+    ref = SessionRef(settings.app_name, settings.user_id, settings.session_id)
+    span = incident_window(evidence, settings.as_of)
     report = triage_session(
-        frames_of(evidence, READS),
+        frames_of(evidence, DECLARED.reads),
         ref,
-        as_of=settings["as_of"],
+        as_of=settings.as_of,
         window=None if span is None else Window(*span),
     )
     limited = evidence_limits.note(evidence, FLOW)
     return report if limited is None else replace(report, notes=(limited, *report.notes))
 
 
-def findings(report: SessionReport, evidence: Evidence, settings: Settings) -> Findings:
+def findings(report: SessionReport, evidence: Evidence, settings: SessionSettings) -> Findings:
     """The flow's findings, with the incident's title, window, settings and rejects."""
     context = findings_context(evidence, settings, SECTIONS)
-    context["window"] = incident_window(evidence, settings["as_of"])
+    context["window"] = incident_window(evidence, settings.as_of)
     return with_limits(session_findings(report, **context), evidence)
 
 

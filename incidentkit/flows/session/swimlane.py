@@ -15,7 +15,7 @@ import pandas as pd
 from incidentkit.flows._markers import is_kind
 from incidentkit.flows.common import Frames
 from incidentkit.frames import EventKind
-from incidentkit.plotting import SECOND, date_numbers, new_axes, utc_time_axis
+from incidentkit.plotting import SECOND, date_numbers, new_axes, nothing_to_show, utc_time_axis
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -236,9 +236,7 @@ def plot_swimlane(
     known = np.concatenate(times) if times else np.array([])
     known = known[~np.isnan(known)]
     if known.size == 0:
-        ax.text(0.5, 0.5, "nothing to draw", ha="center", va="center", transform=ax.transAxes)
-        ax.set_axis_off()
-        return ax
+        return nothing_to_show(ax, "nothing to draw")
     left, right = float(known.min()), float(known.max())
     if window is not None:
         left, right = (float(x) for x in date_numbers(list(window)))

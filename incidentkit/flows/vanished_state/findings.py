@@ -6,19 +6,11 @@ Item ids and row fields are a contract (``docs/findings.md``); scripts read them
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import Unpack
 
 import pandas as pd
 
-from incidentkit.findings import (
-    ROW_LIMIT,
-    Finding,
-    Findings,
-    Severity,
-    build_findings,
-    rows_of,
-)
+from incidentkit.findings import ROW_LIMIT, Finding, Findings, FindingsContext, Severity, rows_of
 from incidentkit.flows.vanished_state.overlaps import FIX as OVERLAP_FIX
 from incidentkit.flows.vanished_state.triage import VanishedReport
 from incidentkit.flows.vanished_state.verdicts import SETTLED, KeyVerdict, fix_of
@@ -147,16 +139,9 @@ def _replayed(report: VanishedReport, limit: int | None) -> Finding:
     )
 
 
-def vanished_state_findings(
-    report: VanishedReport,
-    *,
-    title: str | None = None,
-    window: tuple[Any, Any] | None = None,
-    rejects: pd.DataFrame | None = None,
-    row_limit: int | None = ROW_LIMIT,
-    parameters: Mapping[str, Any] | None = None,
-) -> Findings:
-    """The findings of the vanished-state flow, from :func:`.triage.triage_vanished_state`.
+def vanished_state_findings(report: VanishedReport, **context: Unpack[FindingsContext]) -> Findings:
+    """The findings of the vanished-state flow, from :func:`.triage.triage_vanished_state`,
+    with ``context`` (:class:`~incidentkit.findings.FindingsContext`).
 
     Verdict: INCOMPLETE_EVIDENCE when ``rejects`` (unread rows of the flow's sources) is not
     empty; else ACTION_NEEDED when a key did not stick or was rolled back by a rewind (REWOUND:
@@ -164,12 +149,8 @@ def vanished_state_findings(
     or the replay differs from the stored state; else CLEAN (every key present: the bug is on
     the read side).
     """
-    items: list[Finding] = []
-    items.append(_keys(report, row_limit))
-    overlap = _overlaps(report, row_limit)
-    if overlap is not None:
-        items.append(overlap)
-    items.append(_replayed(report, row_limit))
+    limit = context.get("row_limit", ROW_LIMIT)
+    items = (_keys(report, limit), _overlaps(report, limit), _replayed(report, limit))
     counts = report.keys["verdict"].value_counts()
     summary = {
         "keys": len(report.keys),
@@ -177,15 +158,4 @@ def vanished_state_findings(
         "overlapping_invocations": len(report.overlaps),
         "replay_differences": len(report.differences),
     }
-    return build_findings(
-        FLOW,
-        items,
-        summary,
-        rejects=rejects,
-        incomplete=False,
-        title=title,
-        window=window,
-        as_of=report.as_of,
-        parameters=parameters,
-        row_limit=row_limit,
-    )
+    return Findings.build(FLOW, items, summary, as_of=report.as_of, **context)

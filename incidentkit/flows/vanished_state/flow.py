@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from incidentkit.flows.plugin import CardChecks, EvidenceLimits, Flow, PostmortemHooks
+from incidentkit.flows.vanished_state.settings import VanishedSettings
 
 FLOW = Flow(
     name="vanished_state",
@@ -10,7 +11,8 @@ FLOW = Flow(
     summary="say why a session forgot a state key: temp:, never durable, overwritten, "
     "raced, removed or present, with the writes that prove it",
     sections=("events", "ledger"),
-    profile_keys=(),
+    reads=("runs", "events", "responses", "state_writes", "session_state"),
+    settings=VanishedSettings,
     required=("session_id",),
     needs=("events",),
     limits=EvidenceLimits(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import replace
@@ -10,45 +9,20 @@ from typing import Any
 
 import pandas as pd
 
-from incidentkit.errors import ParameterError
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
 from incidentkit.flows import evidence_limits
 from incidentkit.flows._session import history, incident_window, open_session
-from incidentkit.flows.common import Settings, findings_context, frames_of, notes_view
+from incidentkit.flows.common import findings_context, frames_of, notes_view
 from incidentkit.flows.evidence_limits import with_limits
+from incidentkit.flows.settings import resolve
 from incidentkit.flows.vanished_state.findings import vanished_state_findings
 from incidentkit.flows.vanished_state.flow import FLOW as DECLARED
+from incidentkit.flows.vanished_state.settings import VanishedSettings
 from incidentkit.flows.vanished_state.triage import VanishedReport, triage_vanished_state
 
 FLOW = "vanished_state"
 SECTIONS = DECLARED.sections
-READS = ("runs", "events", "responses", "state_writes", "session_state")
-"""The frames the flow reads."""
-
-
-def state_keys(value: Any) -> list[str]:
-    """The ``keys`` parameter: a list of state keys (JSON text of one is accepted, as a shell
-    passes it); empty means every key the session names."""
-    fix = 'give a list of state keys, e.g. -p keys \'["loyalty_tier", "cart"]\' ([] for all)'
-    if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            return []
-        if text.startswith("["):
-            try:
-                value = json.loads(text)
-            except ValueError:
-                raise ParameterError("keys is not a JSON list", value=text, fix=fix) from None
-        else:
-            value = [text]
-    if value is None:
-        return []
-    if not isinstance(value, list | tuple) or not all(
-        isinstance(k, str) and k.strip() for k in value
-    ):
-        raise ParameterError("keys is not a list of state keys", value=value, fix=fix)
-    return list(dict.fromkeys(k.strip() for k in value))
 
 
 def setup(
@@ -58,32 +32,30 @@ def setup(
     keys: list[str] | str | None = None,
     app_name: str = "",
     user_id: str = "",
-    as_of: Any = "",
-) -> tuple[Evidence, Settings]:
+    as_of: object = "",
+) -> tuple[Evidence, VanishedSettings]:
     """The incident narrowed to the session's app and read over its whole history up to
     ``as_of`` (``app:``/``user:`` keys come from other sessions too), and the flow's settings.
     ``session_id`` is required; the app and the user come from the session's events when not
     given."""
-    chosen = state_keys(keys)
-    incident, ref, values, sources = open_session(
+    incident, _, found = open_session(
         FLOW, evidence, session_id=session_id, app_name=app_name, user_id=user_id, as_of=as_of
     )
-    values["keys"] = chosen
-    sources["keys"] = "parameter" if chosen else "default: every key the session names"
-    return history(incident, values["as_of"]), Settings(FLOW, ref.app_name, values, sources)
+    settings = resolve(VanishedSettings, incident, found, keys=keys)
+    return history(incident, settings.as_of), settings
 
 
-def triage(evidence: Evidence, settings: Settings) -> VanishedReport:
+def triage(evidence: Evidence, settings: VanishedSettings) -> VanishedReport:
     """The flow on the session: verdicts, replay, overlapping invocations. On events that keep
     no state deltas (a Firestore export) the verdicts and the replay are withheld, and the
     notes open with why."""
     report = triage_vanished_state(
-        frames_of(evidence, READS),
-        settings["session_id"],
-        as_of=settings["as_of"],
-        keys=settings["keys"],
+        frames_of(evidence, DECLARED.reads),
+        settings.session_id,
+        as_of=settings.as_of,
+        keys=settings.keys,
         app_name=settings.app_name,
-        user_id=settings["user_id"],
+        user_id=settings.user_id,
     )
     limited = evidence_limits.note(evidence, FLOW)
     if limited is None:
@@ -96,10 +68,10 @@ def triage(evidence: Evidence, settings: Settings) -> VanishedReport:
     )
 
 
-def findings(report: VanishedReport, evidence: Evidence, settings: Settings) -> Findings:
+def findings(report: VanishedReport, evidence: Evidence, settings: VanishedSettings) -> Findings:
     """The flow's findings, with the incident's title, window, settings and rejects."""
     context = findings_context(evidence, settings, SECTIONS)
-    context["window"] = incident_window(evidence, settings["as_of"])
+    context["window"] = incident_window(evidence, settings.as_of)
     return with_limits(vanished_state_findings(report, **context), evidence)
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from incidentkit.simulate import invoicing as flow
+from incidentkit.simulate.agent import Call
 from incidentkit.simulate.model import Bundle, LedgerRow, at
 from incidentkit.simulate.script import Invocation
 from incidentkit.simulate.world import LEASE_MS, Billing, World
@@ -45,7 +46,7 @@ def timed(world: World, end: int, script: Callable[[int, Billing], Invocation]) 
 
 
 def unanswered(
-    call: Any, *, verdict: str | None, key: str | None, long_running: bool = False
+    call: Call, *, verdict: str | None, key: str | None, long_running: bool = False
 ) -> dict[str, Any]:
     return {
         "call_id": call.call_id,
@@ -57,33 +58,45 @@ def unanswered(
     }
 
 
-def w2(world: World) -> tuple[list[Bundle], Case]:
-    session, invoice = world.session("invoicing"), flow.new_invoice(world)
+def _in_model_call(
+    world: World, agent: str, name: str, why: str, *, turns_before: tuple[int, ...] = ()
+) -> tuple[list[Bundle], Case]:
+    """A run killed during ``agent``'s model call (window W2): the draft agent's, or the
+    billing agent's after the draft; after finished turns ``turns_before`` minutes earlier."""
+    session = world.session("invoicing")
+    done = [
+        flow.full_run(world, session, KILL - minutes * 60_000, "worker-2", world.billing).finish()
+        for minutes in turns_before
+    ]
+    invoice = flow.new_invoice(world)
 
     def script(start: int, bills: Billing) -> Invocation:
         inv, root = flow.begin(world, session, start, "worker-3", invoice)
-        root.sub("draft_agent").start_llm()
+        if agent != "draft_agent":
+            flow.draft(root, invoice)
+        root.sub(agent).start_llm()
         return inv
 
     inv = timed(world, KILL - 1, script)
     bundle = inv.crash(at=KILL)
-    return [bundle], Case(
+    row = bundle.ledger[0]
+    return [*done, bundle], Case(name, "W2", row, inv.id, "MODEL_INFLIGHT", "redrive", why, invoice)
+
+
+def w2(world: World) -> tuple[list[Bundle], Case]:
+    return _in_model_call(
+        world,
+        "draft_agent",
         "w2_model_inflight",
-        "W2",
-        bundle.ledger[0],
-        inv.id,
-        "MODEL_INFLIGHT",
-        "redrive",
         "killed during the draft agent's model call: the log holds the user message only; the "
         "ledger never saw the invocation id (recover it from the user event)",
-        invoice,
     )
 
 
 def w3_w4(world: World, *, intent: bool) -> tuple[list[Bundle], Case]:
     session, invoice = world.session("invoicing"), flow.new_invoice(world)
     key = f"send-invoice:{invoice}"
-    calls: list[Any] = []
+    calls: list[Call] = []
 
     def script(start: int, bills: Billing) -> Invocation:
         inv, root = flow.begin(world, session, start, "worker-3", invoice)
@@ -99,30 +112,35 @@ def w3_w4(world: World, *, intent: bool) -> tuple[list[Bundle], Case]:
 
     inv = timed(world, KILL - (3 if intent else 25), script)
     bundle = inv.crash(at=KILL)
-    if intent:
-        return [bundle], Case(
+    name, window, verdict, action, why = (
+        (
             "w4_intent_only",
             "W4",
-            bundle.ledger[0],
-            inv.id,
-            "TOOL_UNANSWERED",
+            "INTENT_ONLY",
             "ask_downstream",
             "killed after billing.send returned, before journal.done: the journal holds an "
             "intent; ask billing for the key (it has the invoice), record done, replay it",
-            invoice,
-            [unanswered(calls[0], verdict="INTENT_ONLY", key=key)],
         )
+        if intent
+        else (
+            "w3_no_entry",
+            "W3",
+            "NO_ENTRY",
+            "redrive",
+            "killed after the sendInvoice call event, before journal.intent: no journal entry, "
+            "the tool never ran; re-drive sends once",
+        )
+    )
     return [bundle], Case(
-        "w3_no_entry",
-        "W3",
+        name,
+        window,
         bundle.ledger[0],
         inv.id,
         "TOOL_UNANSWERED",
-        "redrive",
-        "killed after the sendInvoice call event, before journal.intent: no journal entry, the "
-        "tool never ran; re-drive sends once",
+        action,
+        why,
         invoice,
-        [unanswered(calls[0], verdict="NO_ENTRY", key=key)],
+        [unanswered(calls[0], verdict=verdict, key=key)],
     )
 
 
@@ -154,55 +172,24 @@ def actually_done(world: World) -> tuple[list[Bundle], Case]:
 
 
 def draft_final(world: World) -> tuple[list[Bundle], Case]:
-    session, invoice = world.session("invoicing"), flow.new_invoice(world)
-
-    def script(start: int, bills: Billing) -> Invocation:
-        inv, root = flow.begin(world, session, start, "worker-3", invoice)
-        flow.draft(root, invoice)
-        root.sub("billing_agent").start_llm()
-        return inv
-
-    inv = timed(world, KILL - 1, script)
-    bundle = inv.crash(at=KILL)
-    return [bundle], Case(
+    return _in_model_call(
+        world,
+        "billing_agent",
         "after_draft_final",
-        "W2",
-        bundle.ledger[0],
-        inv.id,
-        "MODEL_INFLIGHT",
-        "redrive",
         "the last event is the draft agent's final text: finalResponse() is true but the author "
         "is not the terminal agent, so the run is unfinished",
-        invoice,
     )
 
 
 def null_invocation(world: World) -> tuple[list[Bundle], Case]:
     """Two finished turns, then a third killed in its first model call (ledger id null)."""
-    session = world.session("invoicing")
-    done = [
-        flow.full_run(world, session, KILL - minutes * 60_000, "worker-2", world.billing).finish()
-        for minutes in (25, 12)
-    ]
-    invoice = flow.new_invoice(world)
-
-    def script(start: int, bills: Billing) -> Invocation:
-        inv, root = flow.begin(world, session, start, "worker-3", invoice)
-        root.sub("draft_agent").start_llm()
-        return inv
-
-    inv = timed(world, KILL - 1, script)
-    bundle = inv.crash(at=KILL)
-    return [*done, bundle], Case(
+    return _in_model_call(
+        world,
+        "draft_agent",
         "null_invocation_id",
-        "W2",
-        bundle.ledger[0],
-        inv.id,
-        "MODEL_INFLIGHT",
-        "redrive",
         "ledger invocation_id is null (crash during the first model call); the session has "
         "earlier turns, so take the user event at or after started_at",
-        invoice,
+        turns_before=(25, 12),
     )
 
 
@@ -232,34 +219,26 @@ def ledger_only(world: World, *, with_history: bool) -> tuple[list[Bundle], Case
         started,
     )
     bundles.append(Bundle(start=started, ledger=[row]))
-    if with_history:
-        return bundles, Case(
+    name, why = (
+        (
             "not_started",
-            "W1",
-            row,
-            None,
-            "NOT_STARTED",
-            "redrive",
-            "the ledger row was written but the user event never was: no user event at or after "
-            "started_at; replay the ledger request",
-            invoice,
+            "the ledger row was written but the user event never was: no user event at or "
+            "after started_at; replay the ledger request",
         )
-    return bundles, Case(
-        "session_gone",
-        "W1",
-        row,
-        None,
-        "NOT_STARTED",
-        "redrive",
-        "the session does not exist (no events at all); replay the ledger request in a new session",
-        invoice,
+        if with_history
+        else (
+            "session_gone",
+            "the session does not exist (no events at all); replay the ledger request in a new "
+            "session",
+        )
     )
+    return bundles, Case(name, "W1", row, None, "NOT_STARTED", "redrive", why, invoice)
 
 
 def paused(world: World, *, recorded: bool) -> tuple[list[Bundle], Case]:
     """A billing approval (long-running tool): ledger PAUSED, or killed before ledger.finish."""
     session, invoice = world.session("invoicing"), flow.new_invoice(world)
-    calls: list[Any] = []
+    calls: list[Call] = []
 
     def script(start: int, bills: Billing) -> Invocation:
         owner = "worker-2" if recorded else "worker-3"
@@ -279,31 +258,34 @@ def paused(world: World, *, recorded: bool) -> tuple[list[Bundle], Case]:
     if recorded:
         inv = script(at("02:52:10"), world.billing)
         bundle = inv.finish()
-        pending = unanswered(calls[0], verdict=None, key=None, long_running=True)
-        return [bundle], Case(
+    else:
+        inv = timed(world, KILL - 15, script)
+        bundle = inv.crash(at=KILL)
+    name, action, why, log_status = (
+        (
             "paused_approval",
-            "paused",
-            bundle.ledger[0],
-            inv.id,
-            "PAUSED",
             "wait",
             "paused cleanly on a long-running approval (ledger PAUSED): not an orphan",
-            invoice,
-            [pending],
+            None,
         )
-    inv = timed(world, KILL - 15, script)
-    bundle = inv.crash(at=KILL)
-    pending = unanswered(calls[0], verdict=None, key=None, long_running=True)
+        if recorded
+        else (
+            "paused_unrecorded",
+            "mark_paused",
+            "the last event carries longRunningToolIds: it paused, then died before "
+            "ledger.finish; set the ledger to PAUSED, do not re-drive",
+            "PAUSED",
+        )
+    )
     return [bundle], Case(
-        "paused_unrecorded",
+        name,
         "paused",
         bundle.ledger[0],
         inv.id,
         "PAUSED",
-        "mark_paused",
-        "the last event carries longRunningToolIds: it paused, then died before ledger.finish; "
-        "set the ledger to PAUSED, do not re-drive",
+        action,
+        why,
         invoice,
-        [pending],
-        log_status="PAUSED",
+        [unanswered(calls[0], verdict=None, key=None, long_running=True)],
+        log_status,
     )

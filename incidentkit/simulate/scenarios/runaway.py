@@ -42,14 +42,14 @@ RETRY_ARGS = {"sku": "kettle-blue", "warehouse": "LIS-1"}
 SAMPLE = 0.15
 
 
+def _turn(world: World, start: str, root: str, text: str) -> Invocation:
+    """A user's turn at ``start`` in a new session of :data:`APP`."""
+    return Invocation(world, world.session(APP), start=at(start), root=root, text=text)
+
+
 def ping_pong(world: World) -> tuple[Bundle, list[str]]:
-    s = world.session(APP)
-    inv = Invocation(
-        world,
-        s,
-        start=at("16:03:12.400"),
-        root="helpdesk_agent",
-        text="My order arrived broken, I want my money back.",
+    inv = _turn(
+        world, "16:03:12.400", "helpdesk_agent", "My order arrived broken, I want my money back."
     )
     agent = inv.agent("helpdesk_agent").transfer(PAIR[0])
     hops = [PAIR[0]]
@@ -61,14 +61,7 @@ def ping_pong(world: World) -> tuple[Bundle, list[str]]:
 
 
 def retries(world: World) -> tuple[Bundle, list[str]]:
-    s = world.session(APP)
-    inv = Invocation(
-        world,
-        s,
-        start=at("16:21:40.050"),
-        root="stock_agent",
-        text="Is the blue kettle in stock in Lisbon?",
-    )
+    inv = _turn(world, "16:21:40.050", "stock_agent", "Is the blue kettle in stock in Lisbon?")
     agent = inv.agent("stock_agent")
     call_ids = []
     for _ in range(8):
@@ -80,14 +73,7 @@ def retries(world: World) -> tuple[Bundle, list[str]]:
 
 
 def loop(world: World) -> Bundle:
-    s = world.session(APP)
-    inv = Invocation(
-        world,
-        s,
-        start=at("16:05:00.300"),
-        root="review_loop",
-        text="Polish the description of the blue kettle.",
-    )
+    inv = _turn(world, "16:05:00.300", "review_loop", "Polish the description of the blue kettle.")
     loop_agent = inv.agent("review_loop")
     for n in range(LIMIT // 2):
         writer = loop_agent.sub("writer_agent")
@@ -114,24 +100,14 @@ def loop(world: World) -> Bundle:
 
 def quiet_errors(world: World) -> tuple[list[Bundle], dict[str, Any]]:
     """An errorCode on a normal run, a model.error, a tool.error and an rx.undeliverable."""
-    s = world.session(APP)
-    inv = Invocation(
-        world,
-        s,
-        start=at("16:10:20.000"),
-        root="support_agent",
-        text="Summarise every order I placed this year.",
-    )
+    inv = _turn(world, "16:10:20.000", "support_agent", "Summarise every order I placed this year.")
     event = inv.agent("support_agent").say(
         "Here is the summary of your orders: ...",
         error_code="MAX_TOKENS",
         error_message="The response was cut at the maximum output length.",
     )
     truncated = inv.finish()
-    s2 = world.session(APP)
-    inv2 = Invocation(
-        world, s2, start=at("16:26:03.700"), root="support_agent", text="Where is order ORD-40404?"
-    )
+    inv2 = _turn(world, "16:26:03.700", "support_agent", "Where is order ORD-40404?")
     agent = inv2.agent("support_agent")
     call = agent.request("order_lookup", {"order_id": "ORD-40404"})
     agent.tool_error(call, "java.net.SocketTimeoutException", "Read timed out", ms=5_000)
@@ -140,10 +116,7 @@ def quiet_errors(world: World) -> tuple[list[Bundle], dict[str, Any]]:
         "Read timed out",
         root_message="Error in runAsync Flowable execution",
     )
-    s3 = world.session(APP)
-    inv3 = Invocation(
-        world, s3, start=at("16:31:45.210"), root="support_agent", text="Cancel order ORD-51515."
-    )
+    inv3 = _turn(world, "16:31:45.210", "support_agent", "Cancel order ORD-51515.")
     agent3 = inv3.agent("support_agent")
     agent3.start_llm()
     message = "429 RESOURCE_EXHAUSTED: Quota exceeded for model gemini-2.5-flash"

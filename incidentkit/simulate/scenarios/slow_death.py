@@ -20,7 +20,6 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from incidentkit.flows.overview.growth import ADVICE, Culprit
 from incidentkit.simulate.model import Bundle, LogRecord, WallClock, at, iso
 from incidentkit.simulate.plan import Plan, Spec
 from incidentkit.simulate.traffic import Background
@@ -40,7 +39,19 @@ HEADER = (
 )
 """What HotSpot prints above the rows (``KlassInfoHisto::print_histo_on``)."""
 
-RUNNERS, SESSIONS, INVOCATIONS = Culprit.RUNNERS, Culprit.SESSIONS, Culprit.INVOCATIONS
+RUNNERS = "runners or agent trees held in an unbounded map"
+SESSIONS = "the in-memory session service in a production profile"
+INVOCATIONS = "per-invocation maps not cleaned on the error path"
+"""What holds each growing class, as a correct verdict names it (the truth states the overview
+flow's words itself: the simulator imports no flow)."""
+ADVICE = (
+    "Bound every cache and give it a metric: a maximum size and an expiry on every map that "
+    "holds runners, agents, sessions or per-invocation state, and its size and evictions on a "
+    "dashboard. Build one Runner per app (not per session or tenant); use a database-backed "
+    "session service in production, never InMemorySessionService; remove per-invocation entries "
+    "in a finally block, so the error path cleans up too."
+)
+"""The advice a correct verdict gives for classes that grow."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +64,7 @@ class Klass:
     size: int
     counts: tuple[int, ...]
     role: str  # leak, companion, payload (the leak's text), stable, wave, shrinks
-    culprit: Culprit | None = None
+    culprit: str | None = None
 
     def size_at(self, k: int) -> int:
         """The bytes of its instances in histogram ``k``."""
@@ -225,7 +236,7 @@ def _expected(classes: list[Klass]) -> dict[str, Any]:
                 "class": c.name,
                 "module": c.module,
                 "role": c.role,
-                "culprit": None if c.culprit is None else c.culprit.value,
+                "culprit": c.culprit,
                 "first_instances": c.counts[0],
                 "last_instances": c.counts[last],
                 "first_bytes": c.size_at(0),
@@ -236,7 +247,7 @@ def _expected(classes: list[Klass]) -> dict[str, Any]:
             for c in growing
         ],
         "new_classes": sorted(c.name for c in classes if c.counts[0] == 0 and c.role == "leak"),
-        "culprits": sorted({c.culprit.value for c in classes if c.culprit is not None}),
+        "culprits": sorted({c.culprit for c in classes if c.culprit is not None}),
         "companions": "map nodes, maps and event content grow with whatever holds them; a "
         "histogram cannot tell which map holds them, so they are named after the culprit of "
         "the largest growing class that names one",

@@ -23,15 +23,18 @@ ROOT = "shop_assistant"
 ADDRESS = "Rua Augusta 100, 1100-053 Lisboa"
 
 
+def _turn(world: World, s: Session, start: int, owner: str, text: str) -> Invocation:
+    """The shopper's turn at ``start``, run by ``owner``."""
+    return Invocation(world, s, start=start, root=ROOT, owner=owner, text=text)
+
+
 def _first(world: World, s: Session) -> Bundle:
-    inv = Invocation(
+    inv = _turn(
         world,
         s,
-        start=at("14:05:00.120"),
-        root=ROOT,
-        owner="worker-1",
-        text="I want the blue kettle, shipped to Rua Augusta 100, Lisboa. "
-        "Gift note: happy birthday!",
+        at("14:05:00.120"),
+        "worker-1",
+        "I want the blue kettle, shipped to Rua Augusta 100, Lisboa. Gift note: happy birthday!",
     )
     root = inv.agent(ROOT)
     root.tool(
@@ -72,13 +75,12 @@ def _first(world: World, s: Session) -> Bundle:
 
 
 def _second(world: World, s: Session) -> Bundle:
-    inv = Invocation(
+    inv = _turn(
         world,
         s,
-        start=at("14:12:30.480"),
-        root=ROOT,
-        owner="worker-2",
-        text="Actually drop the gift note, use SPRING5 and check out.",
+        at("14:12:30.480"),
+        "worker-2",
+        "Actually drop the gift note, use SPRING5 and check out.",
     )
     checkout = inv.agent(ROOT).transfer("checkout_agent")
     checkout.tool(
@@ -94,7 +96,7 @@ def _second(world: World, s: Session) -> Bundle:
 
 def _racer(world: World, s: Session, start: int, sku: str, owner: str) -> Bundle:
     """One tab's turn; fixed model and tool times so the two tabs interleave the same way."""
-    inv = Invocation(world, s, start=start, root=ROOT, owner=owner, text=f"Add {sku} to my cart.")
+    inv = _turn(world, s, start, owner, f"Add {sku} to my cart.")
     cart = inv.agent(ROOT).transfer("cart_agent", ms=820)
     cart.tool(
         "add_to_cart",
@@ -123,13 +125,12 @@ def _race(world: World, s: Session) -> list[Bundle]:
 
 
 def _last(world: World, s: Session) -> Bundle:
-    inv = Invocation(
+    inv = _turn(
         world,
         s,
-        start=at("14:31:10.900"),
-        root=ROOT,
-        owner="worker-1",
-        text="What is in my cart, what is my loyalty tier, and where will it ship?",
+        at("14:31:10.900"),
+        "worker-1",
+        "What is in my cart, what is my loyalty tier, and where will it ship?",
     )
     inv.agent(ROOT).say(
         "Your cart has the blue kettle and a tea towel. I don't see a loyalty tier or a "

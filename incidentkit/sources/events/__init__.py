@@ -10,6 +10,11 @@ Sources (``format`` in the manifest, detected when absent):
 - ``adk-session-json``: ``adk run --save_session`` output (a Python ``Session`` by alias);
 - ``vertex-ai-json``, ``firestore-json``: session stores behind an API, as their API's JSON
   was saved (:mod:`.vertex`, :mod:`.firestore`);
+- ``adk-mongodb-json``: ADK Python's MongoDB session stores (ADK's ``MongoDbSessionService``, the
+  community ``MongoSessionService``), their collections exported by ``mongoexport``
+  (:mod:`.mongodb`);
+- ``adk-redis``: ADK Python's ``RedisSessionService``, read live (``url``, read-only commands
+  only) or from a dump of its keys (:mod:`.redis_sessions`);
 - ``bigquery-agent-analytics``: the BigQuery Agent Analytics plugin's table, exported as JSON
   lines or Parquet (:mod:`.bigquery_analytics`, :mod:`.bigquery_events`).
 
@@ -40,7 +45,10 @@ from incidentkit.sources.events import (
     bigquery_analytics,
     bigquery_events,
     firestore,
+    mongodb,
+    redis_sessions,
     session_state,
+    stored_state,
     vertex,
 )
 from incidentkit.sources.events.adk_columns import pluck
@@ -79,17 +87,22 @@ def load(
     """
     sink = RejectSink(WHAT)
     states: list[pd.DataFrame] = []
+    live_redis = spec.is_database and _is_redis(spec, environ)
+    in_sql = spec.is_database and not live_redis  # the database applies the filters
+    export = None if spec.is_database else export_format(spec)
     with ExitStack() as stack:  # a database stays open while its rows are normalised
         batches: Iterable[Batch]
-        if spec.is_database:
+        if live_redis:
+            batches = redis_sessions.read_live(spec, filters, environ, sink, states)
+        elif spec.is_database:
             batches = _read_database(spec, filters, environ, sink, states, stack)
         else:
-            batches = _read_files(spec, sink, states)
+            batches = _read_files(spec, filters, sink, states, export)
         frames = normalise(
             batches,
             filters,
             sink,
-            apply_filters=not spec.is_database,
+            apply_filters=not in_sql,
             identity=spec.identity,
             lookup=lookup,
         )
@@ -98,17 +111,59 @@ def load(
         frames["session_state"] = empty("session_state")
     else:
         stored = build("session_state", pd.concat(kept, ignore_index=True))
-        frames["session_state"] = (
-            stored if spec.is_database else session_state.narrowed(stored, filters)
-        )
+        narrowed = in_sql or live_redis or export in _NARROWED_STATE
+        frames["session_state"] = stored if narrowed else session_state.narrowed(stored, filters)
     return Loaded(frames=frames, rejects=sink.frame(), warnings=sink.warnings())
+
+
+_NARROWED_STATE = (mongodb.FORMAT, redis_sessions.FORMAT)
+"""Stores whose reader narrows the stored state itself, as ADK Python's database stores do."""
+
+
+def _is_redis(spec: SourceSpec, environ: Mapping[str, str] | None) -> bool:
+    """Whether a database section is a Redis store: ``format = "adk-redis"``, or a Redis URL,
+    which only that format reads (it is refused here without it)."""
+    if spec.sqlite_path is not None:
+        if spec.format == redis_sessions.FORMAT:
+            raise SourceError(
+                f"{WHAT}: format adk-redis reads a Redis server or a dump of its keys, not a "
+                "SQLite file",
+                value=spec.location(),
+                fix='give url = "env:NAME" holding redis://..., or path = the JSON dump',
+            )
+        return False
+    url = spec.url(environ)
+    if not redis_sessions.is_redis_url(url):
+        if spec.format == redis_sessions.FORMAT:
+            raise SourceError(
+                f"{WHAT}: format adk-redis needs a redis://, rediss:// or unix:// URL",
+                value=spec.location(),
+                fix="point the variable at the Redis server of RedisSessionService, or drop "
+                "the format for a SQL database",
+            )
+        return False
+    if spec.format != redis_sessions.FORMAT:
+        raise SourceError(
+            f"{WHAT}: the URL names a Redis server, read only as format adk-redis",
+            value=spec.location(),
+            fix='write format = "adk-redis" in [events] (ADK Python\'s RedisSessionService; '
+            'table = "<key_prefix>" when it is not adk:session:)',
+        )
+    return True
 
 
 # -- databases ---------------------------------------------------------------------------------
 
 
-def _read_files(spec: SourceSpec, sink: RejectSink, states: list[pd.DataFrame]) -> Iterable[Batch]:
-    """The batches of the section's files, read as the normaliser draws them."""
+def _read_files(
+    spec: SourceSpec,
+    filters: Filters,
+    sink: RejectSink,
+    states: list[pd.DataFrame],
+    export: str | None,
+) -> Iterable[Batch]:
+    """The batches of the section's files (``export``: the store export they are, from
+    :func:`export_format`), read as the normaliser draws them."""
     if spec.format in _DATABASE_FORMATS:
         raise SourceError(
             f"{WHAT}: format {spec.format} reads a database, but the manifest gives files",
@@ -116,11 +171,14 @@ def _read_files(spec: SourceSpec, sink: RejectSink, states: list[pd.DataFrame]) 
             fix='give url = "env:NAME" (or a .db/.sqlite path), or drop the format',
         )
     paths = expand_paths(spec.paths, what=WHAT)
-    export = export_format(spec)
     if export == vertex.FORMAT:
         return _read_vertex(paths, spec, sink, states)
     if export == firestore.FORMAT:
         return [_read_firestore(paths, sink, states)]
+    if export == mongodb.FORMAT:
+        return _read_mongodb(paths, filters, sink, states)
+    if export == redis_sessions.FORMAT:
+        return _read_redis_dump(paths, spec, filters, sink, states)
     if export == bigquery_analytics.FORMAT:
         return [_read_analytics(paths, spec, sink)]
     for path in paths:
@@ -159,6 +217,14 @@ def _read_database(
             f"{WHAT}: format adk-session-json reads files, but the manifest gives a database",
             value=spec.location(),
             fix="give path = <the saved session JSON>, or use format adk-python-db",
+        )
+    if spec.format == mongodb.FORMAT:
+        raise SourceError(
+            f"{WHAT}: format {spec.format} reads mongoexport files; the kit does not connect "
+            "to MongoDB",
+            value=spec.location(),
+            fix="export each collection with mongoexport (docs/producing-evidence.md) and give "
+            "paths = the files",
         )
     if spec.format in _EXPORT_FORMATS:
         raise SourceError(
@@ -233,17 +299,7 @@ def _read_java_table(conn: Connection, spec: SourceSpec, filters: Filters) -> It
     info = sql.require_table(conn, table, list(names.values()), what=WHAT)
     table_clause = info.clause
     c = {col: sql.column(table_clause, name) for col, name in names.items()}
-    conditions = sql.where(
-        conn,
-        filters,
-        sql.Predicates(
-            time=names["ts"],
-            app_name=names["app_name"],
-            session_id=names["session_id"],
-            invocation_id=names["invocation_id"],
-        ),
-        info,
-    )
+    conditions = sql.where(conn, filters, sql.Predicates.named(names, time="ts"), info)
     selected = ("event_id", "app_name", "user_id", "session_id", "event")
     statement = (
         sa.select(*(c[col].label(col) for col in selected))
@@ -269,8 +325,15 @@ def _java_batch(frame: pd.DataFrame, table: str) -> Batch:
 
 # -- files -------------------------------------------------------------------------------------
 
-_EXPORT_FORMATS = (vertex.FORMAT, firestore.FORMAT, bigquery_analytics.FORMAT)
-"""Stores read as their exports were saved (API JSON, table exports), not as event lines."""
+_EXPORT_FORMATS = (
+    vertex.FORMAT,
+    firestore.FORMAT,
+    bigquery_analytics.FORMAT,
+    mongodb.FORMAT,
+    redis_sessions.FORMAT,
+)
+"""Stores read as their exports were saved (API JSON, table exports, collection exports, key
+dumps), not as event lines."""
 
 
 def _records(path: Path, sink: RejectSink) -> Iterator[tuple[list[Any], list[str]]]:
@@ -310,10 +373,10 @@ def _first_records(path: Path) -> list[Any]:
 
 
 def export_format(spec: SourceSpec) -> str | None:
-    """``vertex-ai-json``, ``firestore-json`` or ``bigquery-agent-analytics`` when ``[events]``
-    is such an export (given, or detected from its first file's first records or Parquet
-    columns); None for event logs and databases. Cheap: flows ask it without loading the
-    events."""
+    """``vertex-ai-json``, ``firestore-json``, ``bigquery-agent-analytics``,
+    ``adk-mongodb-json`` or ``adk-redis`` when ``[events]`` is such an export (given, or
+    detected from its first file's first records or Parquet columns); None for event logs and
+    databases (a live Redis store too). Cheap: flows ask it without loading the events."""
     if spec.is_database:
         return None
     if spec.format == PARQUET:  # a snapshot: what its events were read from
@@ -325,10 +388,19 @@ def export_format(spec: SourceSpec) -> str | None:
     if paths and bigquery_analytics.detect(paths[0]):
         return bigquery_analytics.FORMAT
     first = _first_records(paths[0]) if paths else []
+    return _store_export(first)
+
+
+def _store_export(first: list[Any]) -> str | None:
+    """The store export the first records of a file are, None for none."""
     if vertex.is_vertex(first):
         return vertex.FORMAT
     if firestore.is_firestore(first):
         return firestore.FORMAT
+    if mongodb.is_mongodb(first):
+        return mongodb.FORMAT
+    if redis_sessions.is_dump(first):
+        return redis_sessions.FORMAT
     return None
 
 
@@ -349,6 +421,8 @@ NAMES = {
     "adk-session-json": "ADK Python event JSON (adk run --save_session)",
     "vertex-ai-json": "Vertex AI Agent Engine API responses",
     "firestore-json": "a Firestore export of ADK's FirestoreSessionService",
+    mongodb.FORMAT: "mongoexport files of an ADK Python MongoDB session store",
+    redis_sessions.FORMAT: "ADK Python's RedisSessionService (a live server or a dump)",
     bigquery_analytics.FORMAT: "the BigQuery Agent Analytics table",
 }
 """What each file format of ``[events]`` is, in words."""
@@ -379,10 +453,9 @@ def looks_like(spec: SourceSpec) -> str | None:
     if bigquery_analytics.detect(paths[0]):
         return bigquery_analytics.FORMAT
     first = _first_records(paths[0])
-    if vertex.is_vertex(first):
-        return vertex.FORMAT
-    if firestore.is_firestore(first):
-        return firestore.FORMAT
+    store = _store_export(first)
+    if store is not None:
+        return store
     record = first[0] if first and isinstance(first[0], dict) else {}
     nested = record.get("events")
     sample = [r for r in (nested if isinstance(nested, list) else first)[:_PEEK_RECORDS]]
@@ -417,6 +490,41 @@ def _read_analytics(paths: list[Path], spec: SourceSpec, sink: RejectSink) -> Ba
 def _holds_sessions(path: Path) -> bool:
     first = _first_records(path)[:1]
     return bool(first) and vertex.kind(first[0]) in ("session", "sessions")
+
+
+def _read_mongodb(
+    paths: list[Path], filters: Filters, sink: RejectSink, states: list[pd.DataFrame]
+) -> Iterator[Batch]:
+    """mongoexport files, each one collection (told by its documents' shape): their events a
+    chunk at a time, then the stored state of every file."""
+    store = mongodb.Store()
+    for path in paths:
+        for records, locations in _records(path, sink):
+            yield from mongodb.batches(records, locations, path.name, store, sink)
+    states.append(store.state(filters, sink))
+
+
+def _read_redis_dump(
+    paths: list[Path],
+    spec: SourceSpec,
+    filters: Filters,
+    sink: RejectSink,
+    states: list[pd.DataFrame],
+) -> Iterator[Batch]:
+    """A dump of RedisSessionService's keys: the events of each chunk's sessions, then the
+    stored state."""
+    store = redis_sessions.Store(redis_sessions.key_prefix(spec))
+    for path in paths:
+        for records, locations in _records(path, sink):
+            batch = redis_sessions.read_dump(records, locations, store, sink)
+            if batch is not None:
+                yield batch
+    if store.vanished:
+        sink.warn(
+            paths[0].name,
+            f"{store.vanished} keys of the dump have no value (gone before the dump read them)",
+        )
+    states.append(stored_state.combined(store.states, filters))
 
 
 def _read_firestore(paths: list[Path], sink: RejectSink, states: list[pd.DataFrame]) -> Batch:

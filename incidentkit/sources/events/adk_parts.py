@@ -183,29 +183,27 @@ def calls_frame(
     long_running = np.zeros(len(calls.ids), dtype=bool)
     if any(lr_ids):  # most chunks pause on nothing
         long_running[:] = [i in lr_ids[o] for i, o in zip(calls.ids, calls.owner, strict=True)]
-    return pd.DataFrame(
-        {
-            "pos": pos[calls.owner],
-            "part_no": calls.part_no,
-            "call_id": text_array(calls.ids),
-            "name": text_array(calls.names),
-            "args": _objects(calls.payloads),
-            "args_key": text_array(list(map(args_key, calls.payloads))),
-            "long_running": long_running,
-        }
-    )
+    args_keys = text_array(list(map(args_key, calls.payloads)))
+    return _part_rows(calls, pos, "args", args_key=args_keys, long_running=long_running)
 
 
 def responses_frame(responses: Parts, rows: Bools | None, pos: Ints) -> pd.DataFrame:
     """One row per function response among ``responses`` that ``rows`` keeps (None: all)."""
     responses = responses if rows is None else responses.taken(np.flatnonzero(rows))
+    return _part_rows(responses, pos, "response")
+
+
+def _part_rows(parts: Parts, pos: Ints, payload: str, **more: object) -> pd.DataFrame:
+    """One row per part: its record's ``pos``, its ``part_no``, ``call_id`` and ``name``, its
+    payload in the column ``payload``, then the columns ``more``."""
     return pd.DataFrame(
         {
-            "pos": pos[responses.owner],
-            "part_no": responses.part_no,
-            "call_id": text_array(responses.ids),
-            "name": text_array(responses.names),
-            "response": _objects(responses.payloads),
+            "pos": pos[parts.owner],
+            "part_no": parts.part_no,
+            "call_id": text_array(parts.ids),
+            "name": text_array(parts.names),
+            payload: _objects(parts.payloads),
+            **more,
         }
     )
 

@@ -38,7 +38,7 @@ import pandas as pd
 from incidentkit.frames import StateScope, empty
 from incidentkit.sources.events import session_state
 from incidentkit.sources.events.adk_events import Batch, Origin
-from incidentkit.sources.events.vertex import parse_stamp, time_and_reason
+from incidentkit.sources.events.vertex import time_and_reason, update_time
 from incidentkit.sources.loaded import RejectSink
 
 FORMAT = "firestore-json"
@@ -267,20 +267,12 @@ def _rows(
     (the service strips the prefix), a session's own keys scoped by their prefix."""
     if scope is not None and isinstance(state, dict):
         state = {_PREFIX[scope] + str(key): value for key, value in state.items()}
-    stamp = parse_stamp(updated)
-    if stamp is None and updated is not None:
-        sink.warn(
-            f"{location}:updateTime",
-            "updateTime is neither ISO 8601 text with an offset nor {seconds, nanos} in the "
-            "frames' range: the stored state's time is unknown",
-            repr(updated)[:200],
-        )
     return session_state.from_document(
         state,
         app_name=app,
         user_id=user,
         session_id=session,
-        updated_at=stamp,
+        updated_at=update_time(updated, location, sink, text="ISO 8601"),
         source="Firestore session state",
         location=location,
         sink=sink,

@@ -138,7 +138,7 @@ def parse_time(value: Any) -> Any:
     return value
 
 
-def time_and_reason(value: Any) -> tuple[Any, str | None]:
+def time_and_reason(value: Any) -> tuple[float | None, str | None]:
     """An event's time for the normaliser: epoch seconds (a number as it is) or None, and why
     a time that is there cannot be read (the reject's reason) or None."""
     if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
@@ -164,6 +164,20 @@ def parse_stamp(value: Any) -> pd.Timestamp | None:
         return pd.Timestamp(int(value["seconds"]) * 10**9 + int(value.get("nanos", 0)), tz="UTC")
     except (ValueError, OverflowError):  # OutOfBoundsDatetime is a ValueError
         return None
+
+
+def update_time(given: Any, location: str, sink: RejectSink, *, text: str) -> pd.Timestamp | None:
+    """A stored state's ``updateTime`` (:func:`parse_stamp`); one that is no such time is a
+    warning (of ``text`` times, as the store's documentation calls them), and unknown."""
+    stamp = parse_stamp(given)
+    if stamp is None and given is not None:
+        sink.warn(
+            f"{location}:updateTime",
+            f"updateTime is neither {text} text with an offset nor {{seconds, nanos}} in the "
+            "frames' range: the stored state's time is unknown",
+            repr(given)[:200],
+        )
+    return stamp
 
 
 def to_event(wire: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -245,14 +259,7 @@ class Sessions:
         app = self.app(match["engine"])
         self.users[(app, match["session"])] = user
         given = _get(session, "updateTime", "update_time")
-        updated = parse_stamp(given)
-        if updated is None and given is not None:
-            sink.warn(
-                f"{location}:updateTime",
-                "updateTime is neither RFC 3339 text with an offset nor {seconds, nanos} "
-                "in the frames' range: the stored state's time is unknown",
-                repr(given)[:200],
-            )
+        updated = update_time(given, location, sink, text="RFC 3339")
         self.states.append(
             session_state.from_document(
                 _get(session, "sessionState", "session_state"),

@@ -8,7 +8,7 @@ import re
 
 import pandas as pd
 
-from incidentkit.times import holdable
+from incidentkit.times import holdable, localize
 
 FILE_TIME = re.compile(
     r"(\d{4}-\d\d-\d\d)T(\d\d)[-:]?(\d\d)[-:]?(\d\d)(?:[.,](\d{1,9}))?(Z|[+-]\d\d(?::?\d\d)?)",
@@ -46,3 +46,30 @@ def clock_offset(named: pd.Timestamp, first_local: pd.Timestamp) -> pd.Timedelta
     named_utc = named.tz_convert("UTC").tz_localize(None)
     offset: pd.Timedelta = round((named_utc - first_local) / STEP) * STEP
     return offset
+
+
+def host_offset(
+    local: list[pd.Timestamp], named: pd.Timestamp | None, *, zone: str | None
+) -> pd.Timedelta | None:
+    """The offset that reads the naive times ``local`` of a file when no ``zone`` is given:
+    the file name's (:func:`clock_offset`); 0 when no time needs it, None when it is unknown."""
+    if not local or zone is not None:
+        return pd.Timedelta(0)
+    return None if named is None else clock_offset(named, local[0])
+
+
+def utc_of(
+    wall: pd.Timestamp, *, zone: str | None, offset: pd.Timedelta | None
+) -> pd.Timestamp | None:
+    """A naive wall time in UTC: read in ``zone`` when one is given, else moved by the host's
+    ``offset``; None when neither is known or the time leaves pandas' range."""
+    if zone is not None:
+        utc: pd.Timestamp = localize(pd.Series([wall]), zone).iloc[0]
+        return utc
+    if offset is None:
+        return None
+    try:
+        moved = (wall + offset).tz_localize("UTC")
+    except (OverflowError, ValueError):  # pandas' OutOfBoundsDatetime is a ValueError
+        return None
+    return moved if holdable(pd.Series([moved])).all() else None

@@ -38,9 +38,9 @@ from incidentkit.errors import SourceError
 from incidentkit.frames import conform
 from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources.evidence_files import expand_paths, iter_lines, require_content
-from incidentkit.sources.jvm.clock import clock_offset, file_time, wall_time
+from incidentkit.sources.jvm.clock import file_time, host_offset, utc_of, wall_time
 from incidentkit.sources.loaded import Loaded, RejectSink, taken_within
-from incidentkit.times import holdable, localize, zone_of
+from incidentkit.times import zone_of
 
 _A = re.ASCII
 _HEADER = re.compile(r"^num\s+#instances\s+#bytes\s+class name(?:\s+\(module\))?$", _A)
@@ -200,32 +200,26 @@ def _times(
     written = [None if h.time is None else wall_time(h.time) for h in histograms]
     named = file_time(path.name)
     naive = [t for t in written if t is not None and t.tzinfo is None]
-    offset: pd.Timedelta | None = pd.Timedelta(0)
-    if naive and zone is None:
-        if named is None:
-            offset = None
-            sink.warn(
-                f"{path.name}:{histograms[0].lineno}",
-                "histogram time is the host's local time without a zone, so taken_at is "
-                'unknown: set timezone = "UTC" (or the JVM\'s zone, e.g. "Europe/Berlin") in '
-                "[histograms], or put the UTC time in the file name, e.g. "
-                "histo-2026-11-29T03:00:00Z.txt",
-            )
-        else:
-            offset = clock_offset(named, naive[0])
+    offset = host_offset(naive, named, zone=zone)
+    if offset is None:
+        sink.warn(
+            f"{path.name}:{histograms[0].lineno}",
+            "histogram time is the host's local time without a zone, so taken_at is "
+            'unknown: set timezone = "UTC" (or the JVM\'s zone, e.g. "Europe/Berlin") in '
+            "[histograms], or put the UTC time in the file name, e.g. "
+            "histo-2026-11-29T03:00:00Z.txt",
+        )
     times: list[pd.Timestamp | None] = []
     for histo, wall in zip(histograms, written, strict=True):
         if wall is not None and wall.tzinfo is not None:
             times.append(wall.tz_convert("UTC"))
-        elif wall is not None and zone is not None:
-            times.append(localize(pd.Series([wall]), zone).iloc[0])
-        elif wall is not None and offset is not None:
-            times.append(_shifted(wall, offset))
-        elif wall is None and named is not None and len(histograms) == 1:
+        elif wall is not None:
+            times.append(utc_of(wall, zone=zone, offset=offset))
+        elif named is not None and len(histograms) == 1:
             times.append(named.tz_convert("UTC"))
         else:
             times.append(None)
-            if wall is None and histo.rows:
+            if histo.rows:
                 why = (
                     f"its time line {histo.time!r} is no date the kit can hold"
                     if histo.time is not None
@@ -238,12 +232,3 @@ def _times(
                     "file name)",
                 )
     return times
-
-
-def _shifted(wall: pd.Timestamp, offset: pd.Timedelta) -> pd.Timestamp | None:
-    """``wall`` moved by the host's UTC offset, or None when that leaves pandas' range."""
-    try:
-        moved = (wall + offset).tz_localize("UTC")
-    except (OverflowError, ValueError):  # pandas' OutOfBoundsDatetime is a ValueError
-        return None
-    return moved if holdable(pd.Series([moved])).all() else None

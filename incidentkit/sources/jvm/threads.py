@@ -32,9 +32,9 @@ from incidentkit.errors import SourceError
 from incidentkit.frames import conform
 from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources.evidence_files import iter_lines, require_content
-from incidentkit.sources.jvm.clock import clock_offset, file_time, wall_time
+from incidentkit.sources.jvm.clock import file_time, host_offset, utc_of, wall_time
 from incidentkit.sources.loaded import Loaded, RejectSink, taken_within
-from incidentkit.times import localize, zone_of
+from incidentkit.times import zone_of
 
 UNKNOWN = "UNKNOWN"
 _LOCAL_TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
@@ -323,18 +323,14 @@ def _times(
     local = [None if d.plain or d.time is None else wall_time(d.time) for d in dumps]
     named = file_time(path.name)
     known = [t for t in local if t is not None]
-    offset: pd.Timedelta | None = pd.Timedelta(0)
-    if known and zone is None:
-        if named is None:
-            offset = None
-            sink.warn(
-                f"{path.name}:{dumps[0].lineno}",
-                "dump time is the JVM's local time without a zone, so taken_at is unknown: set "
-                'timezone = "UTC" (or the JVM\'s zone, e.g. "Europe/Berlin") in [threads], or '
-                "put the dump's UTC time in the file name, e.g. dump-2026-11-29T03:12:01Z.txt",
-            )
-        else:
-            offset = clock_offset(named, known[0])
+    offset = host_offset(known, named, zone=zone)
+    if offset is None:
+        sink.warn(
+            f"{path.name}:{dumps[0].lineno}",
+            "dump time is the JVM's local time without a zone, so taken_at is unknown: set "
+            'timezone = "UTC" (or the JVM\'s zone, e.g. "Europe/Berlin") in [threads], or '
+            "put the dump's UTC time in the file name, e.g. dump-2026-11-29T03:12:01Z.txt",
+        )
     times: list[pd.Timestamp | None] = []
     for dump, wall in zip(dumps, local, strict=True):
         if dump.plain:
@@ -346,18 +342,15 @@ def _times(
                     f"dump time {dump.time!r} is no date the kit can hold; its threads have no "
                     "taken_at",
                 )
-        elif wall is not None and zone is not None:
-            times.append(localize(pd.Series([wall]), zone).iloc[0])
-        elif wall is not None and offset is not None:
-            times.append((wall + offset).tz_localize("UTC"))
-        elif wall is None and named is not None and len(dumps) == 1:
+        elif wall is not None:
+            times.append(utc_of(wall, zone=zone, offset=offset))
+        elif named is not None and len(dumps) == 1:
             times.append(named.tz_convert("UTC"))
         else:
             times.append(None)
-            if wall is None:
-                sink.warn(
-                    f"{path.name}:{dump.lineno}",
-                    "dump has no readable timestamp line before 'Full thread dump'; its threads "
-                    "have no taken_at (put the dump's UTC time in the file name)",
-                )
+            sink.warn(
+                f"{path.name}:{dump.lineno}",
+                "dump has no readable timestamp line before 'Full thread dump'; its threads "
+                "have no taken_at (put the dump's UTC time in the file name)",
+            )
     return times

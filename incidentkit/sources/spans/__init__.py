@@ -1,7 +1,8 @@
-"""Spans from OTLP/JSON lines (collector file exporter) or Jaeger JSON, ADK Java and Python.
+"""Spans from OTLP/JSON lines (collector file exporter), Jaeger JSON or the SQLite store of ADK
+Python's ``SqliteSpanExporter`` (``adk web``), ADK Java and Python.
 
-The envelopes are decoded by :mod:`.otlp` and :mod:`.jaeger`; this module checks the spans,
-turns them into the ``spans`` frame and re-reads payloads.
+The envelopes are decoded by :mod:`.otlp`, :mod:`.jaeger` and :mod:`.adk_web`; this module
+checks the spans, turns them into the ``spans`` frame and re-reads payloads.
 
 Ids become lowercase hex (trace 32 wide, span 16 wide; base64 ids from plain protobuf JSON are
 decoded). ``kind`` says what a span measures whatever the ADK version named it. Invocation and
@@ -24,13 +25,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from incidentkit.errors import ParameterError, SchemaError
+from incidentkit.errors import ParameterError, SchemaError, SourceError
 from incidentkit.frames import SpanKind, conform
 from incidentkit.manifest import Filters, SourceSpec
-from incidentkit.sources import tokens
+from incidentkit.sources import sql, tokens
 from incidentkit.sources.evidence_files import open_text, require_content
 from incidentkit.sources.loaded import Loaded, RejectSink
-from incidentkit.sources.spans import jaeger, otlp
+from incidentkit.sources.spans import adk_web, jaeger, otlp
 from incidentkit.sources.spans.otlp import RawSpan
 
 PAYLOAD_KEYS: tuple[str, ...] = (
@@ -49,7 +50,7 @@ PAYLOAD_KEYS: tuple[str, ...] = (
 """Attributes holding prompts, responses or tool data: redacted in the spans frame."""
 
 REDACTED = "<redacted>"
-FORMATS = ("otlp-json", "jaeger-json")
+FORMATS = ("otlp-json", "jaeger-json", adk_web.FORMAT)
 _OP_KIND = {
     "invoke_workflow": SpanKind.INVOCATION,
     "invocation": SpanKind.INVOCATION,
@@ -69,9 +70,10 @@ _COLUMNS = [
 
 
 def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | None = None) -> Loaded:
-    """Read every span file of ``spec`` (in order) into the ``spans`` frame."""
+    """Read every span file of ``spec`` (in order), or its span store, into the ``spans``
+    frame."""
     sink = RejectSink("spans")
-    records = [row for path in spec.paths for row in _read(path, spec.format, sink, payloads=())]
+    records = list(_records(spec, filters, environ, sink, payloads=()))
     frame = pd.DataFrame.from_records(records, columns=_COLUMNS)
     frame = _drop_duplicates(frame, sink)
     frame["start"] = pd.to_datetime(frame["start_ns"].astype("Int64"), unit="ns", utc=True)
@@ -107,18 +109,20 @@ def span_payloads(
     span_ids: Iterable[str],
     *,
     keys: Iterable[str] = PAYLOAD_KEYS,
+    environ: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
-    """Re-read the payload attributes of ``span_ids`` from the raw span files.
+    """Re-read the payload attributes of ``span_ids`` from the raw span files (or store; an
+    ``env:`` URL is resolved in ``environ``, default the process environment).
 
     Returns one row per (span, payload key) with columns trace_id, span_id, key, value; JSON
     held in a string is decoded (a string that is not JSON stays a string). Spans the files do
     not hold give no rows; unreadable rows were already reported as rejects by :func:`load`.
     """
     if isinstance(source, SourceSpec):
-        paths, fmt = source.paths, source.format
+        spec = source
     else:
         listed = [source] if isinstance(source, str | Path) else list(source)
-        paths, fmt = tuple(Path(p) for p in listed), None
+        spec = SourceSpec("spans", paths=tuple(Path(p) for p in listed))
     wanted = []
     for value in span_ids:
         span_id = _norm_id(value, 16)
@@ -131,12 +135,11 @@ def span_payloads(
     key_list = tuple(dict.fromkeys(keys))
     rows: list[tuple[int, str, str, str, Any]] = []
     sink = RejectSink("spans")
-    for path in paths:
-        for row in _read(path, fmt, sink, payloads=key_list, wanted=order):
-            attrs = row[_COLUMNS.index("attributes")]
-            for key in key_list:
-                if key in attrs:
-                    rows.append((order[row[1]], row[0], row[1], key, _decoded(attrs[key])))
+    for row in _records(spec, Filters(), environ, sink, payloads=key_list, wanted=order):
+        attrs = row[_COLUMNS.index("attributes")]
+        for key in key_list:
+            if key in attrs:
+                rows.append((order[row[1]], row[0], row[1], key, _decoded(attrs[key])))
     rows.sort(key=lambda r: (r[0], r[1], key_list.index(r[3])))
     out = pd.DataFrame(
         [r[1:] for r in rows], columns=["trace_id", "span_id", "key", "value"], dtype=object
@@ -153,6 +156,52 @@ def _decoded(value: Any) -> Any:
     return value
 
 
+def _records(
+    spec: SourceSpec,
+    filters: Filters,
+    environ: Mapping[str, str] | None,
+    sink: RejectSink,
+    *,
+    payloads: tuple[str, ...],
+    wanted: Mapping[str, int] | None = None,
+) -> Iterator[tuple[Any, ...]]:
+    """Rows (in ``_COLUMNS`` order) of every file of ``spec`` in order, or of the span store
+    its ``env:`` URL names (a literal ``sqlite:///`` URL is a path); unreadable spans go to
+    ``sink``. Only a span store reads less than everything: the traces ``filters`` touch."""
+    if spec.url_ref is not None:
+        what = f"[spans] {spec.location()}"
+        engine = sql.open_source(spec, environ, what=what)
+        if engine.dialect.name != "sqlite":
+            engine.dispose()
+            raise SourceError(
+                f"{what}: spans are read from files or from a SQLite span store",
+                value=spec.location(),
+                fix="point url at the SQLite file ADK's SqliteSpanExporter writes "
+                '(sqlite:///spans.db), or export the spans as OTLP/JSON and give path = "..."',
+            )
+        raws = adk_web.read_spans(
+            engine,
+            sink,
+            label=spec.location(),
+            what=what,
+            filters=filters,
+            table=spec.table,
+            wanted=wanted,
+        )
+        yield from _checked(raws, sink, payloads=payloads, wanted=wanted)
+        return
+    for path in spec.paths:
+        yield from _read(
+            path,
+            spec.format,
+            sink,
+            payloads=payloads,
+            wanted=wanted,
+            filters=filters,
+            table=spec.table,
+        )
+
+
 def _read(
     path: Path,
     fmt: str | None,
@@ -160,11 +209,46 @@ def _read(
     *,
     payloads: tuple[str, ...],
     wanted: Mapping[str, int] | None = None,
+    filters: Filters | None = None,
+    table: str | None = None,
 ) -> Iterator[tuple[Any, ...]]:
-    """Rows (in ``_COLUMNS`` order) of one file; unreadable spans go to ``sink``."""
+    """Rows (in ``_COLUMNS`` order) of one file; unreadable spans go to ``sink``. A span
+    store reads the traces ``filters`` touch (the frame is narrowed after, as for files)."""
     require_content(path, what="spans")
     fmt = fmt or _detect(path)
-    raws = otlp.read_spans(path, sink) if fmt == "otlp-json" else jaeger.read_spans(path, sink)
+    if adk_web.is_sqlite(path) != (fmt == adk_web.FORMAT):
+        kind = "not a SQLite database" if fmt == adk_web.FORMAT else "a SQLite database"
+        raise SchemaError(
+            f"spans: format {fmt} does not read this file ({kind})",
+            value=str(path),
+            fix="drop format from [spans]: the kit tells the formats apart",
+        )
+    raws: Iterable[tuple[str, RawSpan]]
+    if fmt == adk_web.FORMAT:
+        what = f"[spans] {path}"
+        raws = adk_web.read_spans(
+            sql.open_sqlite(path, what=what),
+            sink,
+            label=path.name,
+            what=what,
+            filters=filters or Filters(),
+            table=table,
+            wanted=wanted,
+        )
+    elif fmt == "otlp-json":
+        raws = otlp.read_spans(path, sink)
+    else:
+        raws = jaeger.read_spans(path, sink)
+    yield from _checked(raws, sink, payloads=payloads, wanted=wanted)
+
+
+def _checked(
+    raws: Iterable[tuple[str, RawSpan]],
+    sink: RejectSink,
+    *,
+    payloads: tuple[str, ...],
+    wanted: Mapping[str, int] | None,
+) -> Iterator[tuple[Any, ...]]:
     for location, raw in raws:
         row = _row(raw, location, sink, payloads=payloads)
         if row is not None and (wanted is None or row[1] in wanted):
@@ -172,6 +256,8 @@ def _read(
 
 
 def _detect(path: Path) -> str:
+    if adk_web.is_sqlite(path):
+        return adk_web.FORMAT
     with open_text(path, what="spans", errors="replace") as handle:
         head = handle.read(65536)
     marks = {"otlp-json": '"resourceSpans"', "jaeger-json": '"data"'}
@@ -181,10 +267,11 @@ def _detect(path: Path) -> str:
         return "otlp-json"  # an empty export (no traffic in that rotation) holds no spans
     if not present:
         raise SchemaError(
-            "spans: file is neither OTLP/JSON lines nor a Jaeger JSON export",
+            "spans: file is neither OTLP/JSON lines nor a Jaeger JSON export (nor ADK's SQLite "
+            "span store)",
             value=str(path),
             fix='export with the collector file exporter (format: json) or Jaeger "Download '
-            'JSON", or set format = "otlp-json" | "jaeger-json" in [spans]',
+            'JSON", or set format = "otlp-json" | "jaeger-json" | "adk-web-sqlite" in [spans]',
         )
     return min(present, key=present.__getitem__)
 

@@ -36,6 +36,7 @@ import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
@@ -444,6 +445,20 @@ class Predicates:
     invocation_id: str | None = None
     time_storage: TimeStorage | None = None
 
+    @classmethod
+    def named(
+        cls, names: Mapping[str, str], *, time: str, time_storage: TimeStorage | None = None
+    ) -> Predicates:
+        """Every filter, on a table whose canonical columns (``time`` and ``app_name``,
+        ``session_id``, ``invocation_id``) have the names ``names`` gives them."""
+        return cls(
+            time=names[time],
+            app_name=names["app_name"],
+            session_id=names["session_id"],
+            invocation_id=names["invocation_id"],
+            time_storage=time_storage,
+        )
+
 
 def where(
     conn: Connection, filters: Filters, on: Predicates, table: TableInfo
@@ -487,7 +502,13 @@ def time_storage(table: TableInfo | None, column: str) -> TimeStorage:
     return "naive" if table is not None and column in table.naive_time_columns else "aware"
 
 
-def window_params(conn: Connection, window: Window, storage: TimeStorage) -> tuple[Any, Any]:
+BoundTime = float | str | datetime
+"""A time as a bind parameter: epoch seconds, SQLite's text, or a datetime (naive or aware)."""
+
+
+def window_params(
+    conn: Connection, window: Window, storage: TimeStorage
+) -> tuple[BoundTime, BoundTime]:
     """The window's start and end as a column of ``storage`` on ``conn`` compares with them.
 
     Databases keep whole microseconds: the window is widened to them (start floored, end
@@ -499,7 +520,7 @@ def window_params(conn: Connection, window: Window, storage: TimeStorage) -> tup
     )
 
 
-def bind_time(conn: Connection, stamp: pd.Timestamp, storage: TimeStorage) -> Any:
+def bind_time(conn: Connection, stamp: pd.Timestamp, storage: TimeStorage) -> BoundTime:
     """``stamp`` (aware, whole microseconds) in the representation a time column stores."""
     utc = stamp.tz_convert("UTC")
     if storage == "epoch_s":

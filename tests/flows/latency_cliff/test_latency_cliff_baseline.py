@@ -89,7 +89,7 @@ def test_baseline_settings_are_checked() -> None:
         lc.setup(CLIFF, app_name=APP, baseline="1h", baseline_engine="yes")  # type: ignore[arg-type]
     _, settings = lc.setup(CLIFF, app_name=APP, baseline="1h", baseline_engine=False)
     assert settings.sources["baseline_engine"] == "parameter"
-    assert settings["baseline"].endswith("/2026-11-29T03:16:00.000001+00:00")
+    assert str(settings.baseline).endswith("/2026-11-29T03:16:00.000001+00:00")
 
 
 @pytest.mark.notebook

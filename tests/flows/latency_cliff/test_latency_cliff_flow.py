@@ -119,7 +119,7 @@ def test_settings_errors_name_the_value_and_the_fix() -> None:
         lc.setup("")
     _, settings = lc.setup(CLIFF, app_name="support", client_timeout_s=30, bucket="30s")
     assert settings.sources["client_timeout_s"] == "parameter"
-    assert (settings["client_timeout_s"], settings["bucket"]) == (30.0, "30s")
+    assert (settings.client_timeout_s, settings.bucket) == (30.0, "30s")
 
 
 @pytest.mark.parametrize("app", ["support", "invoicing", "travel", "expenses"])

@@ -579,6 +579,7 @@ LINE = st.tuples(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, derandomize=bool(os.environ.get("CI")))
 @given(st.lists(LINE, max_size=60), st.floats(min_value=0, max_value=4000, allow_nan=False))
 def test_any_diagnostics_log_triages_without_error(

@@ -160,11 +160,11 @@ def test_the_bundled_hang_without_ledger_or_dumps_is_still_a_hang() -> None:
     frames = frames_of(
         incident, ("runs", "events", "calls", "responses", "spans", "diagnostics", "threads")
     )
-    full = triage_latency(frames, as_of=settings["as_of"])
+    full = triage_latency(frames, as_of=settings.as_of)
     assert full.orphans.empty and len(full.hangs) and len(full.fix)
     # no ledger and no dumps: the hung sessions are silent while others go on, but the runs
     # that ended after the cliff queued behind them: a stalled dependency, not a dead worker
     bare = replace(frames, runs=empty("runs"), threads=empty("threads"))
-    got = triage_latency(bare, as_of=settings["as_of"])
+    got = triage_latency(bare, as_of=settings.as_of)
     assert got.orphans.empty and got.has_cliff
     assert sorted(got.hangs["invocation_id"]) == sorted(full.hangs["invocation_id"])

@@ -130,7 +130,7 @@ def test_every_findings_row_that_names_a_run_carries_its_action_kind(mixed: Orph
 
 def test_the_bundled_crash_has_one_action_per_run_everywhere() -> None:
     incident, settings = orphans.setup(CRASH, app_name="invoicing")
-    report = orphans.sweep(incident, settings)
+    report = orphans.triage(incident, settings)
     kinds = _kinds(report)
     assert {"WAIT", "MARK_PAUSED", "PARK", "NONE"} <= set(report.calls["action_kind"])
     for view in VIEWS:

@@ -30,7 +30,7 @@ TRUTH = json.loads((FIXTURES / "crash_recovery" / "truth.json").read_text())["ex
 def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("orphans")
     incident, settings = orphans.setup(FIXTURES / "crash_recovery", app_name="invoicing")
-    orphans.findings(orphans.sweep(incident, settings), incident, settings).write(
+    orphans.findings(orphans.triage(incident, settings), incident, settings).write(
         folder / "findings.json"
     )
     return folder
@@ -146,7 +146,7 @@ def formulas(tmp_path_factory: pytest.TempPathFactory) -> Path:
         writer.writeheader()
         writer.writerows(rows)
     incident, settings = orphans.setup(pack, app_name="invoicing")
-    orphans.findings(orphans.sweep(incident, settings), incident, settings).write(
+    orphans.findings(orphans.triage(incident, settings), incident, settings).write(
         root / "findings.json"
     )
     return root

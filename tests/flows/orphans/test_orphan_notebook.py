@@ -130,7 +130,7 @@ def test_the_app_the_parameters_or_the_manifest_name_is_swept(
     assert kinds and all(len(k) == 1 for k in kinds.values()), kinds  # one action per run
     # Every table the reader sees that names a run shows that run's own action kind.
     incident, settings = orphans.setup(CRASH, app_name="invoicing")
-    sweep = orphans.sweep(incident, settings)
+    sweep = orphans.triage(incident, settings)
     runs = pd.concat([sweep.orphans, sweep.in_flight]).set_index("run_id")["action_kind"]
     named = [table for table in _shown_tables(executed) if "run_id" in table.columns]
     assert len(named) >= 6  # actions, orphans, calls, crash loops, in flight, disagreements

@@ -181,7 +181,7 @@ def test_spans_that_cannot_be_read_are_said_not_skipped(tmp_path: Path) -> None:
     pack = Path(shutil.copytree(FIXTURES / "crash_recovery", tmp_path / "pack"))
     (pack / "spans.otlp.jsonl").unlink()  # the manifest still names it
     evidence, settings = orphans.setup(pack, app_name="invoicing")
-    report = orphans.sweep(evidence, settings)
+    report = orphans.triage(evidence, settings)
     (note,) = report.notes
     assert note.startswith("The spans could not be read (") and "event log alone" in note
     found = orphans.findings(report, evidence, settings)

@@ -29,14 +29,14 @@ def _pack(tmp_path: Path, edit: Callable[[str], str]) -> Path:
 def test_settings_come_from_the_app_profile_and_parameters_win() -> None:
     _, settings = orphans.setup(CRASH, app_name="invoicing")
     assert settings.app_name == "invoicing"
-    assert settings["terminal_agent"] == "notify_agent"
-    assert settings["key_templates"] == TEMPLATES
-    assert settings["attempts_cap"] == 3
+    assert settings.terminal_agent == "notify_agent"
+    assert settings.key_templates == TEMPLATES
+    assert settings.attempts_cap == 3
     assert settings.sources["terminal_agent"] == "[apps.invoicing]"
     assert settings.sources["attempts_cap"] == "default"
     assert settings.sources["as_of"] == "the window's end"
     _, given = orphans.setup(CRASH, app_name="invoicing", terminal_agent="x", attempts_cap=5)
-    assert (given["terminal_agent"], given["attempts_cap"]) == ("x", 5)
+    assert (given.terminal_agent, given.attempts_cap) == ("x", 5)
     assert given.sources["terminal_agent"] == given.sources["attempts_cap"] == "parameter"
     table = given.table()
     assert table.columns.tolist() == ["setting", "value", "from"]
@@ -98,7 +98,7 @@ def test_empty_as_of_without_a_window_is_refused(tmp_path: Path) -> None:
 
 def test_the_app_filter_scopes_the_sweep_and_ranks_actions() -> None:
     incident, settings = orphans.setup(CRASH, app_name="invoicing")
-    sweep = orphans.sweep(incident, settings)
+    sweep = orphans.triage(incident, settings)
     assert set(incident.runs["app_name"]) == {"invoicing"}
     table = orphans.action_table(sweep).data
     kinds = sweep.orphans.set_index("run_id")["action_kind"]
@@ -110,7 +110,7 @@ def test_the_app_filter_scopes_the_sweep_and_ranks_actions() -> None:
 
 def test_findings_carry_the_incident_title_and_window() -> None:
     incident, settings = orphans.setup(CRASH, app_name="invoicing")
-    sweep = orphans.sweep(incident, settings)
+    sweep = orphans.triage(incident, settings)
     findings = orphans.findings(sweep, incident, settings)
     assert findings.evidence.title == incident.title
     assert findings.evidence.window is not None
@@ -128,7 +128,7 @@ def test_a_narrow_window_still_sees_the_whole_log_of_each_run(tmp_path: Path) ->
     incident, settings = orphans.setup(pack, app_name="invoicing")
     assert incident.filters.window is not None
     assert incident.events["ts"].min() >= incident.filters.window.start  # the window cuts
-    sweep = orphans.sweep(incident, settings)
+    sweep = orphans.triage(incident, settings)
     truth = json.loads((CRASH / "truth.json").read_text())["expected"]
     classes = sweep.orphans.set_index("run_id")["orphan_class"]
     for run in truth["orphans"]:
@@ -152,6 +152,6 @@ def test_a_window_before_the_evidence_says_so_on_the_first_screen(tmp_path: Path
     pack = _pack(tmp_path, lambda text: text.replace(fixed, later))
     assert (pack / "evidence.toml").read_text(encoding="utf-8").count(later) == 1
     evidence, settings = orphans.setup(pack, app_name="invoicing")
-    found = orphans.findings(orphans.sweep(evidence, settings), evidence, settings)
+    found = orphans.findings(orphans.triage(evidence, settings), evidence, settings)
     notes = found.evidence.parameters["evidence_notes"]
     assert notes and "the window" in notes[0]

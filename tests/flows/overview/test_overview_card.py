@@ -16,6 +16,7 @@ from incidentkit.errors import ParameterError
 from incidentkit.flows import overview as ov
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
+pytestmark = pytest.mark.xdist_group("overview_card")  # the forgot card is triaged once
 
 
 def truth(pack: str) -> dict[str, Any]:
@@ -29,11 +30,24 @@ def card(pack: str, **parameters: Any) -> pd.DataFrame:
     return found
 
 
+@pytest.fixture(scope="module")
+def forgot_card() -> pd.DataFrame:
+    """The vanished_state incident's card for the symptom ``forgot``, triaged once: two tests
+    read it (each gets a copy)."""
+    return card("vanished_state", symptom="forgot")
+
+
+@pytest.fixture
+def forgot(forgot_card: pd.DataFrame) -> pd.DataFrame:
+    return forgot_card.copy()
+
+
 def line(found: pd.DataFrame, check: str, app: str) -> dict[str, Any]:
     [row] = found.loc[found["check"].eq(check) & found["app"].eq(app)].to_dict("records")
     return row
 
 
+@pytest.mark.slow
 def test_a_spinner_opens_the_open_invocations_of_the_cliff_first() -> None:
     expected = truth("latency_cliff")
     found = card("latency_cliff", symptom="spinner")
@@ -48,6 +62,7 @@ def test_a_spinner_opens_the_open_invocations_of_the_cliff_first() -> None:
     assert cliff["severity"] == "WARNING" and "03:10 UTC" in cliff["title"]
 
 
+@pytest.mark.slow
 def test_the_symptom_word_decides_which_check_comes_first() -> None:
     slow = card("latency_cliff", symptom="slow")
     assert slow.iloc[0]["check"] == "latency-cliff"
@@ -83,9 +98,10 @@ def test_a_crash_opens_the_orphans_of_the_ledger() -> None:
     assert first["count"] == len(expected["orphans"])
 
 
-def test_forgot_opens_the_session_where_state_vanished_with_its_keys() -> None:
+@pytest.mark.slow
+def test_forgot_opens_the_session_where_state_vanished_with_its_keys(forgot: pd.DataFrame) -> None:
     expected = truth("vanished_state")
-    found = card("vanished_state", symptom="forgot")
+    found = forgot
     first = found.iloc[0]
     assert (first["check"], first["app"], first["severity"], first["flow"]) == (
         "state-can-vanish",
@@ -103,6 +119,7 @@ def test_forgot_opens_the_session_where_state_vanished_with_its_keys() -> None:
     assert overlap["severity"] == "WARNING" and expected["session_id"] in overlap["title"]
 
 
+@pytest.mark.slow
 def test_forgot_puts_the_keys_in_the_command_and_never_says_clean_unexamined(
     tmp_path: Path,
 ) -> None:
@@ -132,6 +149,7 @@ def test_forgot_puts_the_keys_in_the_command_and_never_says_clean_unexamined(
     assert "cannot say it is clean" in title
 
 
+@pytest.mark.slow
 def test_a_crash_without_a_symptom_opens_the_orphans_not_the_latency_flow() -> None:
     expected = truth("crash_recovery")
     for symptom in ("", "spinner", "slow"):
@@ -144,6 +162,7 @@ def test_a_crash_without_a_symptom_opens_the_orphans_not_the_latency_flow() -> N
         assert all(w in dead["title"] for w in workers) and "worker died" in dead["title"]
 
 
+@pytest.mark.slow
 def test_every_app_of_the_healthy_pack_needs_no_look() -> None:
     found = card("healthy")
     assert set(found["app"].dropna()) == set(
@@ -187,9 +206,10 @@ def test_restarts_open_the_classes_that_grow_and_name_the_culprit() -> None:
     assert any(culprit in first["title"] for culprit in culprits), first["title"]
 
 
-def test_the_lines_carry_the_command_that_opens_their_flow() -> None:
+@pytest.mark.slow
+def test_the_lines_carry_the_command_that_opens_their_flow(forgot: pd.DataFrame) -> None:
     expected = truth("vanished_state")
-    found = card("vanished_state", symptom="forgot")
+    found = forgot
     first = found.iloc[0]
     folder = os.path.relpath(FIXTURES / "vanished_state")  # the tests run from the checkout
     assert first["command"] == (

@@ -26,10 +26,10 @@ def test_an_unknown_symptom_gets_the_closest_one(typo: str, meant: str) -> None:
 
 def test_as_of_follows_the_rule_every_flow_shares() -> None:
     _, settings = steps.setup(CRASH)
-    assert settings["as_of"] == pd.Timestamp("2026-11-29T03:05:00Z")
+    assert settings.as_of == pd.Timestamp("2026-11-29T03:05:00Z")
     assert settings.sources["as_of"] == "the window's end"
     _, stale = steps.setup(CRASH, as_of="2026-12-06T15:00:00Z")
-    assert stale["as_of"] < pd.Timestamp("2026-11-29T03:05:00Z")  # judged at the evidence's end
+    assert stale.as_of < pd.Timestamp("2026-11-29T03:05:00Z")  # judged at the evidence's end
     assert "ages judged at its end" in stale.sources["as_of"]
 
 

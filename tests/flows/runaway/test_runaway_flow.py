@@ -281,7 +281,7 @@ def test_settings_errors_name_the_value_and_the_fix() -> None:
     with pytest.raises(ParameterError, match="price_per_1k_tokens is not a positive"):
         ra.setup(RUNAWAY, app_name=APP, price_per_1k_tokens=-1.0)
     _, settings = ra.setup(RUNAWAY, app_name=APP, max_llm_calls=90, min_repeats=5)
-    assert (settings["max_llm_calls"], settings["min_repeats"]) == (90, 5)
+    assert (settings.max_llm_calls, settings.min_repeats) == (90, 5)
     assert settings.sources["max_llm_calls"] == "parameter"
 
 

@@ -265,7 +265,7 @@ def test_the_worst_invocation_s_steps_name_its_markers() -> None:
         REFUSED,
     )
     report = triage_runaway(Frames(events=events), as_of=AS_OF, max_llm_calls=4)
-    steps = report.steps
+    steps = report.sequence
     assert steps["step"].tolist() == ["model"] * 4 + ["checkpoint", "error"]
     assert steps["model_call"].tolist()[:4] == [1, 2, 3, 4]
     assert steps["model_call"].iloc[4:].isna().all()

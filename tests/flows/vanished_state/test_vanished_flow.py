@@ -150,7 +150,7 @@ def test_one_key_asked_gets_the_cause_the_proof_and_the_fix_in_the_title() -> No
 def test_the_session_names_its_app_and_user_and_a_wrong_one_is_refused() -> None:
     truth = expected(JAVA)
     _incident, settings = vs.setup(JAVA, session_id=truth["session_id"])
-    assert (settings.app_name, settings["user_id"]) == (truth["app_name"], truth["user_id"])
+    assert (settings.app_name, settings.user_id) == (truth["app_name"], truth["user_id"])
     assert settings.sources["app_name"] == "the session's events"
     with pytest.raises(ParameterError, match="belongs to user_id"):
         vs.setup(JAVA, session_id=truth["session_id"], user_id="u-someone-else")
@@ -237,6 +237,7 @@ def test_the_notebook_without_a_session_id_fails_with_the_fix_in_the_report(
     assert "session_id is empty" in html and "-p session_id" in html
 
 
+@pytest.mark.slow
 def test_the_benchmark_runs_and_agrees_with_its_baseline() -> None:
     import subprocess
     import sys

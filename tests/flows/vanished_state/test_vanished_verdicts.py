@@ -11,6 +11,7 @@ import pytest
 from incidentkit.errors import ParameterError
 from incidentkit.flows.common import Frames
 from incidentkit.flows.vanished_state import overlaps
+from incidentkit.flows.vanished_state.settings import KEYS
 from incidentkit.flows.vanished_state.state import (
     SessionRef,
     compare,
@@ -19,7 +20,6 @@ from incidentkit.flows.vanished_state.state import (
     stored_state,
     visible_writes,
 )
-from incidentkit.flows.vanished_state.steps import state_keys
 from incidentkit.flows.vanished_state.triage import VanishedReport, triage_vanished_state
 from incidentkit.frames import build
 from incidentkit.sources.events.adk_parts import REMOVED
@@ -399,13 +399,13 @@ def test_an_unknown_session_or_another_app_is_a_parameter_error() -> None:
     ],
 )
 def test_the_keys_parameter_takes_a_list_or_json_text(given: Any, keys: list[str]) -> None:
-    assert state_keys(given) == keys
+    assert list(KEYS.coerce("keys", given)) == keys
 
 
 @pytest.mark.parametrize("given", ['["a", 3]', "[not json", [""], {"a": 1}])
 def test_a_keys_parameter_that_is_no_list_of_keys_says_how_to_give_one(given: Any) -> None:
     with pytest.raises(ParameterError, match="keys is not"):
-        state_keys(given)
+        KEYS.coerce("keys", given)
 
 
 def test_a_tool_answer_that_mentions_a_key_no_delta_names_is_the_suspect() -> None:

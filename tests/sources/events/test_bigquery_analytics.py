@@ -500,6 +500,7 @@ FIELDS = (
 """Fields inside the JSON columns that the frames read."""
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(
     st.lists(
@@ -540,3 +541,19 @@ def test_mutated_rows_are_read_or_rejected_with_their_place(
         assert rejects["location"].str.fullmatch(where).all()
         assert rejects["reason"].str.len().gt(0).all()
         assert len(got["events"]) <= len(rows)
+
+
+def test_a_parquet_time_past_2262_is_a_reject_not_an_overflow(tmp_path: Path) -> None:
+    """A Parquet TIMESTAMP holds microseconds up to year 294247; pandas' nanoseconds end in
+    2262. Such a row is a reject naming the range (Hypothesis found the OutOfBoundsDatetime)."""
+    rows = json.loads(json.dumps(ROWS, default=str))
+    for row_ in rows:
+        row_["timestamp"] = datetime.fromisoformat(row_["timestamp"])
+    whole = ik.open_evidence(write(tmp_path / "whole", rows, "parquet")).frame("events")
+    rows[0]["timestamp"] = 9223372036854776.0  # seconds: Arrow stores it as microseconds
+    evidence = ik.open_evidence(write(tmp_path / "far", rows, "parquet"))
+    events = evidence.frame("events")
+    assert set(whole["event_id"]) - set(events["event_id"]) == {rows[0]["event_id"]}
+    rejects = evidence.rejects
+    far = rejects.loc[rejects["reason"].str.startswith("timestamp out of range")]
+    assert list(far["location"].unique()) == ["agent_events.parquet:row 1"]

@@ -488,10 +488,12 @@ def _bench_cases(out: str, cases: tuple[str, ...]) -> None:
     assert re.search(r"^kit: [\d,]+ events/s \(target 200,000\), [\d,]+ MB peak", out, re.M), out
 
 
+@pytest.mark.slow
 def test_the_benchmark_runs_on_a_small_input() -> None:
     _bench_cases(_bench("400"), ("decode", "general", "kit"))
 
 
+@pytest.mark.slow
 def test_the_benchmark_writes_and_loads_a_file(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     out = _bench("--file", str(path), "400")
@@ -499,6 +501,7 @@ def test_the_benchmark_writes_and_loads_a_file(tmp_path: Path) -> None:
     _bench_cases(out, ("decode", "kit"))
 
 
+@pytest.mark.slow
 def test_the_benchmark_loads_a_postgres_table(pg_admin_url: str) -> None:
     out = _bench(
         "--postgres", "400", env={**os.environ, "INCIDENTKIT_TEST_DATABASE_URL": pg_admin_url}
