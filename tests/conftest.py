@@ -12,6 +12,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,6 +143,26 @@ def incident_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
     url = make_url(request.getfixturevalue("pg_url")).set(password=INCIDENT_DB_PASSWORD)
     return url.render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    """A Redis of the module's own, which it may write into (scripts/testdb.py redis-up);
+    skipped, with the reason, only when there is no redis-server to start."""
+    testdb = ROOT / "scripts" / "testdb.py"
+    done = subprocess.run(
+        [sys.executable, str(testdb), "redis-up"], capture_output=True, text=True, check=False
+    )
+    if done.returncode == 2:
+        pytest.skip(done.stderr.strip())
+    assert done.returncode == 0, done.stderr
+    exported = dict(re.findall(r"export (\w+)='([^']*)'", done.stdout))
+    yield exported["INCIDENTKIT_TEST_REDIS_URL"]
+    if "INCIDENTKIT_TEST_REDIS_DIR" in exported:
+        subprocess.run(
+            [sys.executable, str(testdb), "redis-down", exported["INCIDENTKIT_TEST_REDIS_DIR"]],
+            check=False,
+        )
 
 
 def pack_without(pack: Path, tmp_path: Path, *sections: str) -> Path:

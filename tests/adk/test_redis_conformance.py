@@ -13,8 +13,6 @@ import json
 import re
 import shutil
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,28 +27,8 @@ from .test_conformance import _missing_extra
 from .test_mongodb_conformance import assert_same_frames
 
 pytestmark = [pytest.mark.adk, pytest.mark.xdist_group("redis_conformance")]  # one server, one run
-TESTDB = Path(__file__).resolve().parents[2] / "scripts" / "testdb.py"
 PREFIX = "ik:conformance:"
 TTL = 3600
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    """A Redis the module may write into (scripts/testdb.py redis-up); skipped, with the
-    reason, only when there is no redis-server to start."""
-    done = subprocess.run(
-        [sys.executable, str(TESTDB), "redis-up"], capture_output=True, text=True, check=False
-    )
-    if done.returncode == 2:
-        pytest.skip(done.stderr.strip())
-    assert done.returncode == 0, done.stderr
-    exported = dict(re.findall(r"export (\w+)='([^']*)'", done.stdout))
-    yield exported["INCIDENTKIT_TEST_REDIS_URL"]
-    if "INCIDENTKIT_TEST_REDIS_DIR" in exported:
-        subprocess.run(
-            [sys.executable, str(TESTDB), "redis-down", exported["INCIDENTKIT_TEST_REDIS_DIR"]],
-            check=False,
-        )
 
 
 @pytest.fixture(scope="module")

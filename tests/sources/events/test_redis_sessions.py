@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,27 +18,7 @@ from incidentkit.errors import ManifestError, SourceError
 from incidentkit.evidence import Evidence
 
 pytestmark = [pytest.mark.adk, pytest.mark.xdist_group("redis_sessions")]  # one server
-TESTDB = Path(__file__).resolve().parents[3] / "scripts" / "testdb.py"
 PREFIX = "ik:unit:"
-
-
-@pytest.fixture(scope="module")
-def redis_url() -> Iterator[str]:
-    """A Redis the module may write into (scripts/testdb.py redis-up); skipped, with the
-    reason, only when there is no redis-server to start."""
-    done = subprocess.run(
-        [sys.executable, str(TESTDB), "redis-up"], capture_output=True, text=True, check=False
-    )
-    if done.returncode == 2:
-        pytest.skip(done.stderr.strip())
-    assert done.returncode == 0, done.stderr
-    exported = dict(re.findall(r"export (\w+)='([^']*)'", done.stdout))
-    yield exported["INCIDENTKIT_TEST_REDIS_URL"]
-    if "INCIDENTKIT_TEST_REDIS_DIR" in exported:
-        subprocess.run(
-            [sys.executable, str(TESTDB), "redis-down", exported["INCIDENTKIT_TEST_REDIS_DIR"]],
-            check=False,
-        )
 
 
 def _server(url: str) -> Any:
