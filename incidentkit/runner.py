@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -214,6 +215,15 @@ def _ipc_kernel_manager(folder: Path) -> type[Any]:
         @default("kernel_spec_manager")
         def _kernel_spec_manager_default(self) -> KernelSpecManager:
             return KernelSpecManager(kernel_dirs=[str(folder / "kernels")])
+
+        async def _async_pre_start_kernel(self, **kw: Any) -> tuple[list[str], dict[str, Any]]:
+            # The kernel's output travels over its sockets: its own stdout and stderr are not
+            # the command's, so a kernel that outlives a stop cannot hold the command's pipes
+            # open (a caller reading them to the end would wait for it).
+            cmd, options = await super()._async_pre_start_kernel(**kw)
+            options.setdefault("stdout", subprocess.DEVNULL)
+            options.setdefault("stderr", subprocess.DEVNULL)
+            return cmd, options
 
         async def _async_launch_kernel(self, kernel_cmd: list[str], **kw: Any) -> None:
             with stopping.deferred():  # a signal kills it, so it is registered as it starts

@@ -24,12 +24,26 @@ pytestmark = pytest.mark.notebook
 
 
 def start(*argv: str) -> subprocess.Popen[str]:
+    """The command, with Python's fault handler on: a run that hangs after its stop is made
+    to print every thread's stack (:func:`finish`)."""
     return subprocess.Popen(
         [sys.executable, "-m", "incidentkit.cli", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )
+
+
+def finish(process: subprocess.Popen[str], seconds: float = 60) -> tuple[str, str]:
+    """The stopped command's output once it has ended; one that has not ended by then fails
+    the test with the stacks of its threads (SIGABRT makes the fault handler print them)."""
+    try:
+        return process.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        _, stacks = process.communicate(timeout=30)
+        pytest.fail(f"the command did not end {seconds} s after its stop:\n{stacks[-8000:]}")
 
 
 def wait_for(done: Callable[[], bool], process: subprocess.Popen[str], seconds: float) -> None:
@@ -74,7 +88,7 @@ def test_a_signalled_run_all_says_what_finished_and_keeps_latest(
     folder = out / "2026-11-29T030500Z"
     wait_for(lambda: any(folder.glob("*/*.html")), process, 180)  # one flow finished
     process.send_signal(signum)
-    _, stderr = process.communicate(timeout=60)
+    _, stderr = finish(process)
 
     assert process.returncode == 128 + signum
     name = signal.Signals(signum).name
@@ -107,7 +121,7 @@ def test_a_terminated_flow_leaves_findings_that_say_so_and_no_half_files(tmp_pat
     )
     wait_for(lambda: bool(leftovers(tmp_path)), process, 120)  # the notebook is being written
     process.send_signal(signal.SIGTERM)
-    _, stderr = process.communicate(timeout=60)
+    _, stderr = finish(process)
 
     assert process.returncode == 143
     assert stderr.splitlines() == [
@@ -125,7 +139,7 @@ def test_an_interrupted_snapshot_leaves_nothing(tmp_path: Path) -> None:
     process = start("snapshot", str(CRASH), "--out", str(target), "--quiet")
     wait_for(lambda: (tmp_path / ".snap.partial").exists(), process, 120)
     process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=60)
+    _, stderr = finish(process)
 
     assert process.returncode == 130
     assert stderr.splitlines() == ["incidentkit: interrupted by SIGINT"]
