@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,18 +19,46 @@ from typing import Any
 from incidentkit.errors import ParameterError
 from incidentkit.flows import FLOWS
 
-PACKS = (
-    "crash_recovery",
-    "latency_cliff",
-    "runaway",
-    "vanished_state",
-    "slow_death",
-    "healthy",
-)
-"""The bundled incidents the demo runs, in the order the page lists them."""
-DEFAULT_APPS = {"crash_recovery": "invoicing", "healthy": "support"}
-"""The app of a pack whose truth names none (the crash's invoices; the healthy pack's busiest
-app)."""
+DEMO_LIST = "demo.toml"
+"""The file in the fixtures folder that lists the packs the demo runs, in the order the page
+lists them, and the app of a pack whose ``truth.json`` names none."""
+
+
+@dataclass(frozen=True)
+class DemoPacks:
+    """The packs the demo runs, in order, and the app of each pack whose truth names none."""
+
+    names: tuple[str, ...]
+    apps: Mapping[str, str]
+
+
+def demo_packs(fixtures: str | os.PathLike[str]) -> DemoPacks:
+    """The packs ``fixtures/demo.toml`` lists; a missing or misshapen list is a ParameterError
+    naming the file."""
+    path = Path(fixtures) / DEMO_LIST
+    try:
+        listed = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        raise ParameterError(
+            "the list of bundled incidents cannot be read",
+            value=f"{path} ({err})",
+            fix="run it from a checkout of incidentkit (it reads fixtures/), or give "
+            "--fixtures PATH",
+        ) from err
+    names, apps = listed.get("packs"), listed.get("apps", {})
+    if (
+        not isinstance(names, list)
+        or not names
+        or not all(isinstance(name, str) and name for name in names)
+        or not isinstance(apps, dict)
+        or not all(isinstance(app, str) for app in apps.values())
+    ):
+        raise ParameterError(
+            "the list of bundled incidents is not a list of pack names with their apps",
+            value=str(path),
+            fix='write packs = ["crash_recovery", ...] and an [apps] table of pack = "app"',
+        )
+    return DemoPacks(tuple(names), dict(apps))
 
 
 @dataclass(frozen=True)
@@ -42,16 +71,16 @@ class DemoRun:
     parameters: Mapping[str, str]
 
 
-def pack_parameters(pack: Path) -> dict[str, str]:
-    """The ``-p`` values a pack's incident names: its app and, for a one-session incident,
-    the session and its keys (read from the pack's ``truth.json``)."""
+def pack_parameters(pack: Path, default_app: str | None = None) -> dict[str, str]:
+    """The ``-p`` values a pack's incident names: its app (else ``default_app``) and, for a
+    one-session incident, the session and its keys (read from the pack's ``truth.json``)."""
     truth = json.loads((pack / "truth.json").read_text(encoding="utf-8"))
     expected: Mapping[str, Any] = truth.get("expected") or {}
     found: dict[str, str] = {}
     if isinstance(expected.get("app_name"), str):
         found["app_name"] = expected["app_name"]
-    elif pack.name in DEFAULT_APPS:
-        found["app_name"] = DEFAULT_APPS[pack.name]
+    elif default_app:
+        found["app_name"] = default_app
     if isinstance(expected.get("session_id"), str):
         found["session_id"] = expected["session_id"]
         keys = [k["key"] for k in expected.get("keys", []) if isinstance(k, Mapping)]
@@ -63,12 +92,13 @@ def pack_parameters(pack: Path) -> dict[str, str]:
 def run_demo(
     fixtures: str | os.PathLike[str], out: str | os.PathLike[str], *, jobs: int | None = None
 ) -> tuple[Path, list[DemoRun]]:
-    """Run every flow on every pack of :data:`PACKS` under ``fixtures`` into
+    """Run every flow on every pack ``fixtures/demo.toml`` lists into
     ``out/<pack>/``; write ``out/index.html``. Returns the page and each pack's run."""
     from incidentkit.batch import run_all
 
     root, base = Path(out), Path(fixtures)
-    missing = [pack for pack in PACKS if not (base / pack / "evidence.toml").is_file()]
+    packs = demo_packs(base)
+    missing = [pack for pack in packs.names if not (base / pack / "evidence.toml").is_file()]
     if missing:
         raise ParameterError(
             "the bundled incidents are not where the demo looks",
@@ -77,8 +107,8 @@ def run_demo(
             "--fixtures PATH",
         )
     runs = []
-    for pack in PACKS:
-        parameters = pack_parameters(base / pack)
+    for pack in packs.names:
+        parameters = pack_parameters(base / pack, packs.apps.get(pack))
         result = run_all(base / pack, root / pack, parameters=parameters, jobs=jobs)
         runs.append(DemoRun(pack, result.out, result.exit_code, parameters))
     return write_demo_index(root, runs), runs

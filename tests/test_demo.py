@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from incidentkit.cli import main
-from incidentkit.demo import PACKS, pack_parameters
+from incidentkit.demo import demo_packs, pack_parameters
+from incidentkit.errors import ParameterError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 pytestmark = pytest.mark.xdist_group("demo")  # one worker builds the shared demo
@@ -28,7 +29,10 @@ def links(page: Path) -> list[str]:
 
 @pytest.mark.notebook
 def test_every_link_of_every_page_opens_a_file(demo: Path) -> None:
-    pages = [demo / "index.html", *(demo / pack / "index.html" for pack in PACKS)]
+    pages = [
+        demo / "index.html",
+        *(demo / pack / "index.html" for pack in demo_packs(FIXTURES).names),
+    ]
     for page in pages:
         found = links(page)
         assert found, page
@@ -38,7 +42,7 @@ def test_every_link_of_every_page_opens_a_file(demo: Path) -> None:
 
 @pytest.mark.notebook
 def test_every_flow_the_packs_support_ran_to_a_verdict(demo: Path) -> None:
-    for pack in PACKS:
+    for pack in demo_packs(FIXTURES).names:
         summary = json.loads((demo / pack / "summary.json").read_text())
         failed = {f: run["error"] for f, run in summary["flows"].items() if run["exit_code"] > 2}
         assert not failed, (pack, failed)
@@ -75,7 +79,10 @@ def test_postmortem_and_actions_read_a_run_all_folder(
 
 
 def test_each_pack_names_its_app_and_the_vanished_pack_its_session() -> None:
-    assert pack_parameters(FIXTURES / "crash_recovery") == {"app_name": "invoicing"}
+    packs = demo_packs(FIXTURES)
+    crash = pack_parameters(FIXTURES / "crash_recovery", packs.apps.get("crash_recovery"))
+    assert crash == {"app_name": "invoicing"}
+    assert all((FIXTURES / pack / "evidence.toml").is_file() for pack in packs.names)
     vanished = pack_parameters(FIXTURES / "vanished_state")
     truth = json.loads((FIXTURES / "vanished_state" / "truth.json").read_text())["expected"]
     assert vanished["session_id"] == truth["session_id"]
@@ -91,3 +98,11 @@ def test_the_demo_page_takes_the_card_line_from_the_flow_that_navigates(tmp_path
     flows = {name: {"top_finding": {"title": f"{name} says"}} for name in FLOWS}
     (tmp_path / "summary.json").write_text(json.dumps({"title": "T", "flows": flows}))
     assert _told(tmp_path) == ("T", f"{card} says")
+
+
+def test_a_missing_or_misshapen_pack_list_says_which_file(tmp_path: Path) -> None:
+    with pytest.raises(ParameterError, match="cannot be read"):
+        demo_packs(tmp_path)
+    (tmp_path / "demo.toml").write_text('packs = "crash_recovery"\n', encoding="utf-8")
+    with pytest.raises(ParameterError, match="not a list of pack names"):
+        demo_packs(tmp_path)
