@@ -183,12 +183,12 @@ def demo_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with its own parameters into ``<pack>/``, and the page that links them. Tests only read it
     (one that changes a file works on a copy); the modules that use it share the ``demo``
     xdist group, so one worker builds it."""
-    from incidentkit.demo import PACKS, run_demo
+    from incidentkit.demo import demo_packs, run_demo
 
     out = tmp_path_factory.mktemp("demo")
     page, runs = run_demo(FIXTURES, out)
     assert page == out / "index.html"
-    assert [run.pack for run in runs] == list(PACKS)
+    assert [run.pack for run in runs] == list(demo_packs(FIXTURES).names)
     return out
 
 

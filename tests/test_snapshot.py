@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from incidentkit.batch import skip_reason
 from incidentkit.cli import main
-from incidentkit.demo import DEFAULT_APPS, pack_parameters
+from incidentkit.demo import demo_packs, pack_parameters
 from incidentkit.errors import ManifestError, ParameterError, SourceError
 from incidentkit.evidence import FRAME_SOURCES, Evidence, open_evidence
 from incidentkit.flows import FLOWS
@@ -124,9 +124,10 @@ def _expected(pack: str, flow: str) -> dict[str, Any]:
 
 def _given(pack: str) -> dict[str, Any]:
     """The parameters the demo gives a pack: its app, and a one-session incident's session."""
-    given: dict[str, Any] = dict(pack_parameters(FIXTURES / pack))
+    apps = demo_packs(FIXTURES).apps
+    given: dict[str, Any] = dict(pack_parameters(FIXTURES / pack, apps.get(pack)))
     if pack.startswith("crash_recovery-"):  # the crash's other stores: its invoices too
-        given.setdefault("app_name", DEFAULT_APPS["crash_recovery"])
+        given.setdefault("app_name", apps["crash_recovery"])
     if "keys" in given:
         given["keys"] = json.loads(given["keys"])
     return given

@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from incidentkit.cli import main
-from incidentkit.demo import pack_parameters
+from incidentkit.demo import demo_packs, pack_parameters
 from incidentkit.errors import IncidentkitError
 from incidentkit.flows import session, vanished_state
 from incidentkit.flows.orphans.export import actions_command
@@ -59,7 +59,8 @@ def outputs(tmp_path_factory: pytest.TempPathFactory, demo_out: Path) -> Path:
     the vanished_state incident beside its flows. The run is the demo's (conftest's
     ``demo_out``: ``run all --evidence fixtures/crash_recovery -p app_name invoicing``),
     copied, as the examples change its documents."""
-    assert pack_parameters(FIXTURES / "crash_recovery") == {"app_name": "invoicing"}
+    default = demo_packs(FIXTURES).apps.get("crash_recovery")
+    assert pack_parameters(FIXTURES / "crash_recovery", default) == {"app_name": "invoicing"}
     out = Path(
         shutil.copytree(demo_out / "crash_recovery", tmp_path_factory.mktemp("fuzz") / "out")
     )

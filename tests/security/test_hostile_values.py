@@ -30,7 +30,7 @@ from matplotlib.text import Text
 from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
 from incidentkit.batch import run_all
-from incidentkit.demo import DemoRun, pack_parameters, write_demo_index
+from incidentkit.demo import DemoRun, demo_packs, pack_parameters, write_demo_index
 from incidentkit.plotting import new_axes, show
 from incidentkit.postmortem.render import postmortem_command
 from incidentkit.report import findings_markdown, markdown_text, summary_html, table
@@ -310,7 +310,7 @@ def hostile_run(
     incident: Incident = request.param
     root = tmp_path_factory.mktemp(f"hostile-{incident.pack}")
     evidence = hostile_copy(incident, root / "evidence")
-    parameters = pack_parameters(evidence)
+    parameters = pack_parameters(evidence, demo_packs(FIXTURES).apps.get(evidence.name))
     result = run_all(evidence, root / "out", parameters=parameters, jobs=2)
     run = HostileRun(incident, result.out, result.exit_code, parameters)
     for page in sorted(result.out.rglob("*.html")):
