@@ -7,6 +7,7 @@ for the credentials the manifest's ``env:`` URLs resolve to; a hit deletes them 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -19,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from incidentkit import cache, outputs, stopping
 from incidentkit.errors import Exit, NotebookError, ParameterError, exit_code_of
@@ -175,6 +176,7 @@ def _run_kernel(env: Mapping[str, str] | None = None) -> Iterator[type[Any]]:
     from ipykernel.kernelspec import make_ipkernel_cmd, write_kernel_spec
 
     folder = Path(tempfile.mkdtemp(prefix="incidentkit-kernel-"))
+    manager: Any = None
     try:
         write_kernel_spec(
             folder / "kernels" / KERNEL,
@@ -184,8 +186,11 @@ def _run_kernel(env: Mapping[str, str] | None = None) -> Iterator[type[Any]]:
                 "argv": make_ipkernel_cmd(extra_arguments=["--IPKernelApp.log_level=CRITICAL"]),
             },
         )
-        yield _ipc_kernel_manager(folder)
+        manager = _ipc_kernel_manager(folder)
+        yield manager
     finally:
+        if manager is not None:
+            manager.close_clients()
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -198,12 +203,37 @@ def _ipc_kernel_manager(folder: Path) -> type[Any]:
     "running over TCP without encryption". The sockets live in a private temporary folder,
     never beside the notebook (which may sit in a read-only site-packages): ``folder``, which
     the caller removes.
+
+    The class keeps the kernel clients it made, and ``close_clients()`` closes their sockets.
+    A stop signal raises in the middle of the client's event loop, so nbclient's own clean-up
+    never runs; left to the garbage collector, a client's ``__del__`` terminates its zmq
+    context while a socket already being collected is still open, and that never returns: the
+    stopped command would hang at exit after writing its findings.
     """
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import default
 
     class IPCKernelManager(AsyncKernelManager):
+        clients: ClassVar[list[Any]] = []
+
+        @classmethod
+        def close_clients(cls) -> None:
+            """Stop every client's channels and close its context's sockets (no linger: the
+            kernel is gone or done); a closed client's ``__del__`` then has nothing to do."""
+            while cls.clients:
+                client = cls.clients.pop()
+                with contextlib.suppress(Exception):
+                    client.stop_channels()
+                context = client.context
+                if getattr(client, "_created_context", False) and not context.closed:
+                    context.destroy(linger=0)
+
+        def client(self, **kw: Any) -> Any:
+            made = super().client(**kw)
+            self.clients.append(made)
+            return made
+
         @default("transport")
         def _transport_default(self) -> str:
             return "ipc"

@@ -167,3 +167,31 @@ def test_a_library_error_after_a_stop_is_reported_as_the_stop(
 
     monkeypatch.setattr(snapshot, "take", failed)  # no stop: a failure stays a failure
     assert main(["snapshot", str(CRASH), "--out", str(tmp_path / "snap")]) == 4
+
+
+def test_a_run_abandoned_mid_loop_leaves_no_kernel_client_open() -> None:
+    """A stop raises inside the client's event loop, so nbclient never closes its client; the
+    run's kernel manager does, or the client's ``__del__`` could hang the exiting command."""
+    import asyncio
+
+    from incidentkit.runner import KERNEL, _run_kernel
+
+    made = []
+    with pytest.raises(stopping.Interrupted), _run_kernel() as manager:
+        kernels = manager(kernel_name=KERNEL)
+
+        async def started() -> None:
+            await kernels.start_kernel()
+            client = kernels.client()
+            client.start_channels()
+            await client.wait_for_ready(timeout=60)
+            made.append(client)
+
+        try:
+            asyncio.run(started())
+        finally:
+            asyncio.run(kernels.shutdown_kernel(now=True))
+        assert not made[0].context.closed  # open, as a stopped run leaves it
+        raise stopping.Interrupted(signal.SIGTERM)
+    assert made[0].context.closed
+    assert not made[0].channels_running
