@@ -1,7 +1,9 @@
-"""Spans from OTLP/JSON lines (collector file exporter), Jaeger JSON or the SQLite store of ADK
-Python's ``SqliteSpanExporter`` (``adk web``), ADK Java and Python.
+"""Spans from OTLP/JSON lines (collector file exporter), Jaeger JSON, the SQLite store of ADK
+Python's ``SqliteSpanExporter`` (``adk web``), or the collector ClickHouse exporter's table
+(``otel_traces``, read live), ADK Java and Python.
 
-The envelopes are decoded by :mod:`.otlp`, :mod:`.jaeger` and :mod:`.adk_web`; this module
+The envelopes are decoded by :mod:`.otlp`, :mod:`.jaeger`, :mod:`.adk_web` and
+:mod:`.clickhouse`; this module
 checks the spans, turns them into the ``spans`` frame and re-reads payloads.
 
 Ids become lowercase hex (trace 32 wide, span 16 wide; base64 ids from plain protobuf JSON are
@@ -31,7 +33,7 @@ from incidentkit.manifest import Filters, SourceSpec
 from incidentkit.sources import sql, tokens
 from incidentkit.sources.evidence_files import open_text, require_content
 from incidentkit.sources.loaded import Loaded, RejectSink
-from incidentkit.sources.spans import adk_web, jaeger, otlp
+from incidentkit.sources.spans import adk_web, clickhouse, jaeger, otlp
 from incidentkit.sources.spans.otlp import RawSpan
 
 PAYLOAD_KEYS: tuple[str, ...] = (
@@ -166,18 +168,36 @@ def _records(
     wanted: Mapping[str, int] | None = None,
 ) -> Iterator[tuple[Any, ...]]:
     """Rows (in ``_COLUMNS`` order) of every file of ``spec`` in order, or of the span store
-    its ``env:`` URL names (a literal ``sqlite:///`` URL is a path); unreadable spans go to
-    ``sink``. Only a span store reads less than everything: the traces ``filters`` touch."""
+    its URL names (SQLite; ClickHouse or chDB, :mod:`.clickhouse`; a literal ``sqlite:///`` URL
+    is a path); unreadable spans go to ``sink``. Only a span store reads less than
+    everything: the traces ``filters`` touch."""
     if spec.url_ref is not None:
         what = f"[spans] {spec.location()}"
+        url = spec.url(environ)
+        if clickhouse.is_clickhouse_url(url):
+            raws = clickhouse.read_spans(
+                url,
+                sink,
+                shown=spec.location(),
+                what=what,
+                filters=filters,
+                table=spec.table,
+                wanted=wanted,
+                payloads=payloads,
+                redact=PAYLOAD_KEYS,
+            )
+            yield from _checked(raws, sink, payloads=payloads, wanted=wanted)
+            return
         engine = sql.open_source(spec, environ, what=what)
         if engine.dialect.name != "sqlite":
             engine.dispose()
             raise SourceError(
-                f"{what}: spans are read from files or from a SQLite span store",
+                f"{what}: spans are read from files or from a SQLite span store (or ClickHouse)",
                 value=spec.location(),
                 fix="point url at the SQLite file ADK's SqliteSpanExporter writes "
-                '(sqlite:///spans.db), or export the spans as OTLP/JSON and give path = "..."',
+                "(sqlite:///spans.db) or at the ClickHouse exporter's server "
+                "(clickhouse://user@host:8123/db), or export the spans as OTLP/JSON and give "
+                'path = "..."',
             )
         raws = adk_web.read_spans(
             engine,
