@@ -73,6 +73,12 @@ _SECTION_KEYS = {
     "naive_timestamps",
     "timezone",
 }
+BIGQUERY_KEYS = {"max_bytes_billed"}
+"""Keys of a section that reads the BigQuery Agent Analytics table live ([events],
+[diagnostics]: ``url`` naming ``bigquery://PROJECT/DATASET``)."""
+DEFAULT_MAX_BYTES_BILLED = 10 * 2**30
+"""Bytes one BigQuery query may bill unless ``max_bytes_billed`` says otherwise: 10 GiB (about
+USD 0.06 at on-demand prices), days of a busy agent's rows within a window's partitions."""
 EVENT_IDENTITY_KEYS = ("app_name", "user_id", "session_id")
 """[events] keys naming the session of events that carry none (a one-session dump)."""
 _EVENTS_KEYS = {*EVENT_IDENTITY_KEYS, "event_column"}
@@ -198,6 +204,9 @@ class SourceSpec:
     base: Path | None = None
     """The manifest's folder: where a relative ``sqlite:///`` URL read from an ``env:``
     variable starts (None: the working directory)."""
+    max_bytes_billed: int | None = None
+    """[events], [diagnostics] on ``bigquery://``: bytes each query may bill (None: not given,
+    :data:`DEFAULT_MAX_BYTES_BILLED`)."""
 
     @property
     def is_database(self) -> bool:
@@ -495,6 +504,7 @@ def _parse_section(
     if not isinstance(raw, Mapping):
         raise ManifestError(f"[{name}] must be a table", value=raw, fix=f"write [{name}] ...")
     allowed = _SECTION_KEYS | (_EVENTS_KEYS if name == "events" else set())
+    allowed |= BIGQUERY_KEYS if name in ("events", "diagnostics") else set()
     unknown = sorted(set(raw) - allowed)
     if unknown:
         raise ManifestError(
@@ -560,6 +570,7 @@ def _parse_section(
             sqlite_path = paths[0]
     return SourceSpec(
         section=name,
+        max_bytes_billed=_max_bytes_billed(name, raw, url_ref),
         url_ref=url_ref,
         sqlite_path=sqlite_path,
         identity={key: _text(name, raw, key) for key in EVENT_IDENTITY_KEYS if key in raw},
@@ -571,6 +582,37 @@ def _parse_section(
         naive_timestamps=naive,
         base=base,
     )
+
+
+def _max_bytes_billed(name: str, raw: Mapping[str, object], url: str | None) -> int | None:
+    """``max_bytes_billed``: a positive whole number of bytes, given with a BigQuery ``url``
+    (an ``env:`` one is checked when it is read); None when not given."""
+    if "max_bytes_billed" not in raw:
+        return None
+    value = raw["max_bytes_billed"]
+    if type(value) is not int or value <= 0:
+        raise ManifestError(
+            f"[{name}] max_bytes_billed must be a positive whole number of bytes",
+            value=value,
+            fix=f"write max_bytes_billed = {DEFAULT_MAX_BYTES_BILLED} (10 GiB, the default) or "
+            "another number of bytes, without quotes or units; BigQuery refuses a query that "
+            "would bill more",
+        )
+    if url is None or not (url.startswith("env:") or is_bigquery(url)):
+        raise ManifestError(
+            f"[{name}] max_bytes_billed caps BigQuery queries, but the section reads no "
+            "BigQuery table",
+            value=_redact(str(raw["url"])) if "url" in raw else "path/paths",
+            fix='give url = "env:NAME" holding bigquery://PROJECT/DATASET, or remove '
+            "max_bytes_billed",
+        )
+    return value
+
+
+def is_bigquery(url: str) -> bool:
+    """Whether ``url`` is a ``bigquery://`` URL (the Agent Analytics table, read live)."""
+    scheme, found, _ = url.partition("://")
+    return bool(found) and scheme.lower() == "bigquery"
 
 
 def _listed_paths(name: str, raw: Mapping[str, object]) -> list[str]:

@@ -186,3 +186,54 @@ def test_path_is_one_text_and_paths_a_list(tmp_path: Path, text: str, message: s
         load_manifest(write(tmp_path, text))
     fixed = load_manifest(write(tmp_path, '[events]\npaths = ["x.db"]\n')).sources["events"]
     assert fixed.sqlite_path == (tmp_path / "x.db").resolve()
+
+
+# -- max_bytes_billed: the cap of every BigQuery query ([events], [diagnostics]) ----------------
+
+
+def test_max_bytes_billed_is_kept_for_a_bigquery_table(tmp_path: Path) -> None:
+    text = (
+        '[events]\nurl = "env:AGENT_EVENTS"\nmax_bytes_billed = 1073741824\n\n'
+        '[diagnostics]\nurl = "bigquery://my-project/agent_analytics"\n'
+        'format = "bigquery-agent-analytics"\nmax_bytes_billed = 5000000\n'
+    )
+    sources = load_manifest(write(tmp_path, text)).sources
+    assert sources["events"].max_bytes_billed == 1073741824
+    assert sources["diagnostics"].max_bytes_billed == 5000000
+    plain = load_manifest(write(tmp_path, '[events]\nurl = "env:AGENT_EVENTS"\n'))
+    assert plain.sources["events"].max_bytes_billed is None  # the default applies when read
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [("0", ": 0."), ("-5", ": -5."), ("1.5e10", ": 15000000000.0."), ('"10GiB"', ": '10GiB'."),
+     ("true", ": True.")],
+)  # fmt: skip
+def test_max_bytes_billed_must_be_a_positive_whole_number(
+    tmp_path: Path, value: str, shown: str
+) -> None:
+    text = f'[events]\nurl = "env:AGENT_EVENTS"\nmax_bytes_billed = {value}\n'
+    with pytest.raises(ManifestError, match="max_bytes_billed must be a positive whole") as info:
+        load_manifest(write(tmp_path, text))
+    said = str(info.value)
+    assert shown in said and "write max_bytes_billed = 10737418240" in said
+
+
+@pytest.mark.parametrize(
+    ("source", "where"),
+    [
+        ('path = "agent_events.jsonl"', "path/paths"),
+        ('url = "postgresql://reader@db.internal/prod"', "postgresql://reader@db.internal/prod"),
+    ],
+)
+def test_max_bytes_billed_needs_a_bigquery_url(tmp_path: Path, source: str, where: str) -> None:
+    text = f"[events]\n{source}\nmax_bytes_billed = 1000000\n"
+    with pytest.raises(ManifestError, match="reads no BigQuery table") as info:
+        load_manifest(write(tmp_path, text))
+    assert where in str(info.value) and "bigquery://PROJECT/DATASET" in str(info.value)
+
+
+def test_max_bytes_billed_belongs_to_the_sections_that_read_the_table(tmp_path: Path) -> None:
+    text = '[ledger]\nurl = "env:LEDGER"\nmax_bytes_billed = 1000000\n'
+    with pytest.raises(ManifestError, match=r"\[ledger\] has unknown keys: \['max_bytes_billed'\]"):
+        load_manifest(write(tmp_path, text))

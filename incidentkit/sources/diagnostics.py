@@ -99,7 +99,7 @@ _COLUMN_OF = {key: col for col, keys in _KEYS.items() for key in keys}
 def load(spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | None = None) -> Loaded:
     """Read every log file of ``spec`` (in order) into the ``diagnostics`` frame."""
     if read_as(spec) == bigquery_analytics.FORMAT:
-        return bigquery_analytics.load_diagnostics(spec, filters)
+        return bigquery_analytics.load_diagnostics(spec, filters, environ=environ)
     sink = RejectSink("diagnostics")
     parts = []
     for order, path in enumerate(spec.paths):

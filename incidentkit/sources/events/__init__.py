@@ -16,7 +16,8 @@ Sources (``format`` in the manifest, detected when absent):
 - ``adk-redis``: ADK Python's ``RedisSessionService``, read live (``url``, read-only commands
   only) or from a dump of its keys (:mod:`.redis_sessions`);
 - ``bigquery-agent-analytics``: the BigQuery Agent Analytics plugin's table, exported as JSON
-  lines or Parquet (:mod:`.bigquery_analytics`, :mod:`.bigquery_events`).
+  lines or Parquet (:mod:`.bigquery_analytics`, :mod:`.bigquery_events`), or read live from
+  ``url = "bigquery://PROJECT/DATASET"`` (:mod:`.bigquery_live`).
 
 Every source ends in :func:`.adk_events.normalise`, so the same events give equal frames
 whatever they were stored in (``source_format`` says which reader saw them).
@@ -37,13 +38,14 @@ from sqlalchemy.engine import Connection
 
 from incidentkit.errors import ManifestError, SchemaError, SourceError
 from incidentkit.frames import build, empty
-from incidentkit.manifest import PARQUET, Filters, SourceSpec
+from incidentkit.manifest import PARQUET, Filters, SourceSpec, is_bigquery
 from incidentkit.sources import parquet, sql
 from incidentkit.sources.events import (
     adk_events,
     adk_python,
     bigquery_analytics,
     bigquery_events,
+    bigquery_live,
     firestore,
     mongodb,
     redis_sessions,
@@ -88,6 +90,11 @@ def load(
     sink = RejectSink(WHAT)
     states: list[pd.DataFrame] = []
     live_redis = spec.is_database and _is_redis(spec, environ)
+    live_bigquery = spec.is_database and not live_redis and _is_bigquery(spec, environ)
+    if live_bigquery:  # rows of an invocation make its events: filtered again, as an export's
+        rows = bigquery_live.read(spec, filters, environ, sink)
+        frames = analytics_frames(rows, filters, sink, identity=spec.identity, lookup=lookup)
+        return Loaded(frames=frames, rejects=sink.frame(), warnings=sink.warnings())
     in_sql = spec.is_database and not live_redis  # the database applies the filters
     export = None if spec.is_database else export_format(spec)
     with ExitStack() as stack:  # a database stays open while its rows are normalised
@@ -118,6 +125,58 @@ def load(
 
 _NARROWED_STATE = (mongodb.FORMAT, redis_sessions.FORMAT)
 """Stores whose reader narrows the stored state itself, as ADK Python's database stores do."""
+
+
+def analytics_frames(
+    rows: pd.DataFrame,
+    filters: Filters,
+    sink: RejectSink,
+    *,
+    identity: Mapping[str, str] | None = None,
+    lookup: IdentityLookup | None = None,
+) -> dict[str, pd.DataFrame]:
+    """The events frames (and an empty ``session_state``: the table keeps none) of BigQuery
+    Agent Analytics ``rows`` (:func:`.bigquery_live.read`, or an export's
+    :func:`.bigquery_analytics.read`), the filters applied to the events as for an export."""
+    frames = normalise(
+        [_analytics_batch(rows, sink)],
+        filters,
+        sink,
+        apply_filters=True,
+        identity=identity or {},
+        lookup=lookup,
+    )
+    frames["session_state"] = empty("session_state")
+    return frames
+
+
+def _is_bigquery(spec: SourceSpec, environ: Mapping[str, str] | None) -> bool:
+    """Whether a database section is the BigQuery Agent Analytics table, read live (a
+    ``bigquery://`` URL, read only as format bigquery-agent-analytics)."""
+    if spec.sqlite_path is not None:
+        return False
+    if not is_bigquery(spec.url(environ)):
+        if spec.max_bytes_billed is not None:
+            raise ManifestError(
+                f"[{WHAT}] max_bytes_billed caps BigQuery queries, but the URL names another "
+                "database",
+                value=spec.location(),
+                fix="remove max_bytes_billed, or point the variable at bigquery://PROJECT/DATASET",
+            )
+        return False
+    if spec.format not in (None, bigquery_analytics.FORMAT):
+        raise SourceError(
+            f"{WHAT}: a bigquery:// URL is read as the BigQuery Agent Analytics table only",
+            value=f"format {spec.format} for {spec.location()}",
+            fix=f'write format = "{bigquery_analytics.FORMAT}", or leave the format out',
+        )
+    if spec.columns:
+        raise ManifestError(
+            f"[{WHAT}] columns does not apply to the BigQuery Agent Analytics table",
+            value=f"{dict(spec.columns)} for {spec.location()}",
+            fix="remove columns: the plugin's columns are fixed (table = names its table_id)",
+        )
+    return True
 
 
 def _is_redis(spec: SourceSpec, environ: Mapping[str, str] | None) -> bool:
@@ -225,6 +284,14 @@ def _read_database(
             value=spec.location(),
             fix="export each collection with mongoexport (docs/producing-evidence.md) and give "
             "paths = the files",
+        )
+    if spec.format == bigquery_analytics.FORMAT:
+        raise SourceError(
+            f"{WHAT}: format {spec.format} reads the table's exports, or the table itself at "
+            "a bigquery:// URL; this URL names another database",
+            value=spec.location(),
+            fix="point the variable at bigquery://PROJECT/DATASET, or give path or paths = "
+            "the bq extract files",
         )
     if spec.format in _EXPORT_FORMATS:
         raise SourceError(
@@ -375,10 +442,12 @@ def _first_records(path: Path) -> list[Any]:
 def export_format(spec: SourceSpec) -> str | None:
     """``vertex-ai-json``, ``firestore-json``, ``bigquery-agent-analytics``,
     ``adk-mongodb-json`` or ``adk-redis`` when ``[events]`` is such an export (given, or
-    detected from its first file's first records or Parquet columns); None for event logs and
-    databases (a live Redis store too). Cheap: flows ask it without loading the events."""
+    detected from its first file's first records or Parquet columns), and
+    ``bigquery-agent-analytics`` for the table read live (``bigquery://``: the same rows); None
+    for event logs and other databases (a live Redis store too). Cheap: flows ask it without
+    loading the events."""
     if spec.is_database:
-        return None
+        return bigquery_analytics.FORMAT if _names_bigquery(spec) else None
     if spec.format == PARQUET:  # a snapshot: what its events were read from
         formats = parquet.column_values(spec, "events", "source_format")
         return formats[0] if len(formats) == 1 and formats[0] in _EXPORT_FORMATS else None
@@ -389,6 +458,19 @@ def export_format(spec: SourceSpec) -> str | None:
         return bigquery_analytics.FORMAT
     first = _first_records(paths[0]) if paths else []
     return _store_export(first)
+
+
+def _names_bigquery(spec: SourceSpec) -> bool:
+    """Whether a database section names the BigQuery table (its format, else its URL as the
+    process environment holds it), without connecting."""
+    if spec.sqlite_path is not None or spec.format not in (None, bigquery_analytics.FORMAT):
+        return False
+    if spec.format == bigquery_analytics.FORMAT:
+        return True
+    try:
+        return is_bigquery(spec.url())
+    except ManifestError:  # an unset variable: loading says so
+        return False
 
 
 def _store_export(first: list[Any]) -> str | None:
@@ -434,6 +516,8 @@ def read_as(spec: SourceSpec) -> str:
     if spec.format is not None:
         return spec.format
     if spec.is_database:
+        if _names_bigquery(spec):
+            return bigquery_analytics.FORMAT
         return "sql or adk-python-db (told apart by its tables)"
     return export_format(spec) or looks_like(spec) or JAVA_JSON.source_format
 
@@ -478,10 +562,16 @@ def looked_like(path: Path) -> str:
 
 
 def _read_analytics(paths: list[Path], spec: SourceSpec, sink: RejectSink) -> Batch:
-    """The BigQuery Agent Analytics rows of every file as the events they stand for, with
-    warnings of what the table lost here (open or dropped invocations, cut text)."""
+    """The BigQuery Agent Analytics rows of every file as the events they stand for."""
     with bulk_decoding():  # the rows' decoded JSON makes no reference cycles
         rows = bigquery_analytics.read(paths, sink, naive=spec.naive_timestamps)
+        return _analytics_batch(rows, sink)
+
+
+def _analytics_batch(rows: pd.DataFrame, sink: RejectSink) -> Batch:
+    """The events the Agent Analytics ``rows`` stand for (exported or read live), with
+    warnings of what the table lost here (open or dropped invocations, cut text)."""
+    with bulk_decoding():  # the rows' decoded JSON makes no reference cycles
         bigquery_analytics.warn_limits(rows, sink)
         bigquery_analytics.warn_truncation(rows, sink)
         return bigquery_events.batch(rows, sink)

@@ -155,10 +155,17 @@ def read(paths: Iterable[Path], sink: RejectSink, *, naive: Naive) -> pd.DataFra
             _parquet(path, naive) if is_parquet(path) else _json_lines(path, sink, naive)
             for path in paths
         ]
-        kept = [part for part in parts if len(part)]
-        rows = pd.concat(kept, ignore_index=True) if kept else _frame({}, [], naive)
-        rows["pos"] = np.arange(len(rows), dtype=np.int64)
-        return _derived(_deduplicated(_checked(rows, sink), sink))
+        return rows_of(parts, sink, naive=naive)
+
+
+def rows_of(parts: Iterable[pd.DataFrame], sink: RejectSink, *, naive: Naive) -> pd.DataFrame:
+    """The rows of one source from its parts (each :func:`frame_of` a file or a batch of a
+    live read), in order: checked (rejects to ``sink``), read once per ``event_id``, and the
+    ``attributes`` fields the frames need taken out. Every reader of the table ends here."""
+    kept = [part for part in parts if len(part)]
+    rows = pd.concat(kept, ignore_index=True) if kept else frame_of({}, [], naive)
+    rows["pos"] = np.arange(len(rows), dtype=np.int64)
+    return _derived(_deduplicated(_checked(rows, sink), sink))
 
 
 def _json_lines(path: Path, sink: RejectSink, naive: Naive) -> pd.DataFrame:
@@ -169,7 +176,7 @@ def _json_lines(path: Path, sink: RejectSink, naive: Naive) -> pd.DataFrame:
         records.extend(chunk)
         locations.extend(where)
     columns = {col: [r.get(col) for r in records] for col in COLUMNS}
-    frame = _frame(columns, locations, naive)
+    frame = frame_of(columns, locations, naive)
     frame["raw"] = _objects(records)
     return frame
 
@@ -204,11 +211,12 @@ def _parquet(path: Path, naive: Naive) -> pd.DataFrame:
         else:
             columns[col] = column.to_pylist()
     locations = [f"{path.name}:row {n}" for n in range(1, table.num_rows + 1)]
-    return _frame(columns, locations, naive)
+    return frame_of(columns, locations, naive)
 
 
-def _frame(columns: Mapping[str, Any], locations: list[str], naive: Naive) -> pd.DataFrame:
-    """One file's rows: every column as objects (absent: None), ``ts`` parsed."""
+def frame_of(columns: Mapping[str, Any], locations: list[str], naive: Naive) -> pd.DataFrame:
+    """One file's (or batch's) rows: every column of :data:`COLUMNS` as objects (absent:
+    None), ``ts`` parsed from ``timestamp`` (text, or a column of aware times)."""
     n = len(locations)
     data: dict[str, Any] = {"location": pd.Series(locations, dtype=object)}
     for col in COLUMNS[1:]:
@@ -328,29 +336,47 @@ def _text(value: Any) -> str | None:
     return value if type(value) is str and value else None
 
 
-_ADK = ("source_event_id", "branch", "pause_kind", "function_call_id")
-"""The fields of ``attributes.adk`` the frames read, as columns of the same names."""
+ATTRIBUTE_PATHS: Mapping[str, str] = {
+    "source_event_id": "$.adk.source_event_id",
+    "branch": "$.adk.branch",
+    "pause_kind": "$.adk.pause_kind",
+    "function_call_id": "$.adk.function_call_id",
+    "rewind_before": "$.adk.rewind_before_invocation_id",
+    "source_author": "$.source_event_author",
+}
+"""The text fields of ``attributes`` the frames read (column → JSON path, as the plugin's
+views and ``JSON_VALUE`` write it)."""
+APP_PATHS = ("$.adk.app_name", "$.session_metadata.app_name")
+"""Where a row names its app, the first that holds text winning."""
+STATE_PATH = "$.session_metadata.state"
+"""The session's state as the plugin logged it with a row."""
+
+
+def _keys(path: str) -> tuple[str, ...]:
+    return tuple(path.removeprefix("$.").split("."))
+
+
+def _at(value: Any, keys: tuple[str, ...]) -> Any:
+    """The value at ``keys`` in ``value`` (None where a step is not an object)."""
+    for key in keys:
+        value = value.get(key) if type(value) is dict else None
+    return value
 
 
 def _derived(rows: pd.DataFrame) -> pd.DataFrame:
     """The fields of ``attributes`` the frames read, as columns (one pass over the rows)."""
-    columns: dict[str, list[Any]] = {
-        name: [] for name in ("app_name", *_ADK, "rewind_before", "source_author", "snapshot")
-    }
+    fields = {name: _keys(path) for name, path in ATTRIBUTE_PATHS.items()}
+    apps = [_keys(path) for path in APP_PATHS]
+    *meta_keys, state_key = _keys(STATE_PATH)
+    columns: dict[str, list[Any]] = {name: [] for name in ("app_name", *fields, "snapshot")}
     for attrs in rows["attributes"].tolist():
-        attrs = attrs if type(attrs) is dict else {}
-        adk = attrs.get("adk")
-        adk = adk if type(adk) is dict else {}
-        meta = attrs.get("session_metadata")
-        state = meta.get("state") if type(meta) is dict else None
         columns["app_name"].append(
-            _text(adk.get("app_name"))
-            or (_text(meta.get("app_name")) if type(meta) is dict else None)
+            next((app for keys in apps if (app := _text(_at(attrs, keys))) is not None), None)
         )
-        for name in _ADK:
-            columns[name].append(_text(adk.get(name)))
-        columns["rewind_before"].append(_text(adk.get("rewind_before_invocation_id")))
-        columns["source_author"].append(_text(attrs.get("source_event_author")))
+        for name, keys in fields.items():
+            columns[name].append(_text(_at(attrs, keys)))
+        meta = _at(attrs, tuple(meta_keys))
+        state = meta.get(state_key) if type(meta) is dict else None
         # the session's state as logged: None when not logged, {} for a session without one
         columns["snapshot"].append(
             (state if type(state) is dict else {} if state is None else None)
@@ -475,17 +501,31 @@ KINDS = {
 ``INVOCATION_ERROR`` also gives a ``run.error`` line)."""
 
 
-def load_diagnostics(spec: SourceSpec, filters: Filters) -> Loaded:
+def load_diagnostics(
+    spec: SourceSpec, filters: Filters, *, environ: Mapping[str, str] | None = None
+) -> Loaded:
     """``[diagnostics] format = "bigquery-agent-analytics"``: the run times and errors the
-    plugin logged, as the diagnostics plugin's lines."""
-    from incidentkit.sources.diagnostics import narrow
-
+    plugin logged, as the diagnostics plugin's lines; from the exports (``path``), or from the
+    table itself (``url`` naming ``bigquery://PROJECT/DATASET``, :mod:`.bigquery_live`)."""
     sink = RejectSink("diagnostics")
     with bulk_decoding():  # the rows' decoded JSON makes no reference cycles
-        paths = expand_paths(spec.paths, what="diagnostics")
-        rows = read(paths, sink, naive=spec.naive_timestamps)
-        warn_limits(rows, sink)
-        frame = narrow(diagnostics(rows), filters).reset_index(drop=True)
+        if spec.is_database:
+            from incidentkit.sources.events import bigquery_live
+
+            rows = bigquery_live.read(spec, filters, environ, sink, what="diagnostics")
+        else:
+            paths = expand_paths(spec.paths, what="diagnostics")
+            rows = read(paths, sink, naive=spec.naive_timestamps)
+        return diagnostics_loaded(rows, filters, sink)
+
+
+def diagnostics_loaded(rows: pd.DataFrame, filters: Filters, sink: RejectSink) -> Loaded:
+    """The diagnostics frame of the table's ``rows`` (exported or live) for ``filters``, with
+    the rejects and warnings of ``sink``."""
+    from incidentkit.sources.diagnostics import narrow
+
+    warn_limits(rows, sink)
+    frame = narrow(diagnostics(rows), filters).reset_index(drop=True)
     return Loaded(
         frames={"diagnostics": conform("diagnostics", frame)},
         rejects=sink.frame(),

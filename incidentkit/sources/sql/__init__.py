@@ -6,7 +6,11 @@ Three promises hold here, whatever a manifest or a parameter holds:
   on PostgreSQL, ``START TRANSACTION READ ONLY`` on MySQL/MariaDB), on top of the session
   default (PostgreSQL ``default_transaction_read_only``, MySQL ``SET SESSION TRANSACTION READ
   ONLY``); SQLite files are opened through a ``file:`` URI with ``mode=ro`` and
-  ``PRAGMA query_only``, and the transaction is rolled back, never committed.
+  ``PRAGMA query_only``, and the transaction is rolled back, never committed. BigQuery has no
+  read-only transaction: a ``bigquery://`` engine sends compiled Core ``SELECT`` statements
+  only (anything else is refused before it is sent), its URL may carry no option that would
+  give a query a destination table, and every query job is capped by ``maximum_bytes_billed``
+  (``docs/bigquery.md``).
 - **One statement, values bound.** Queries are SQLAlchemy Core statements: identifiers from the
   manifest are checked against the table's real columns, then quoted by the dialect; every
   value (filters, window bounds, id lists) is a bind parameter. On PostgreSQL the rows travel
@@ -68,14 +72,21 @@ _MYSQL_MULTI_STATEMENTS = 1 << 16  # pymysql.constants.CLIENT.MULTI_STATEMENTS
 
 
 def open_engine(
-    url: str, *, what: str, shown: str | None = None, base: Path | None = None
+    url: str,
+    *,
+    what: str,
+    shown: str | None = None,
+    base: Path | None = None,
+    max_bytes_billed: int | None = None,
 ) -> Engine:
     """A read-only engine for ``url``; ``what`` names the source in error messages.
 
     ``shown`` stands for the URL in every message about it (``env:NAME`` for a URL read from
     the environment: its value is never shown, whatever it holds); without it the URL is shown
     with its passwords masked. A relative ``sqlite:///`` file starts at ``base`` (the
-    manifest's folder), else at the working directory.
+    manifest's folder), else at the working directory. ``max_bytes_billed`` caps every query
+    of a ``bigquery://`` engine (None: :data:`~incidentkit.manifest.DEFAULT_MAX_BYTES_BILLED`);
+    other databases ignore it.
     """
     safe = shown if shown is not None else redact_url(url)
     variable = safe.startswith("env:")
@@ -125,6 +136,8 @@ def open_engine(
             sa.event.listen(engine, "do_connect", _mysql_single_statements)
             # Two statements: MySQL/MariaDB cannot combine TRANSACTION with variables in one SET.
             sa.event.listen(engine, "connect", _mysql_read_only)
+        elif backend == "bigquery":
+            engine = _bigquery_engine(parsed, what=what, safe=safe, cap=max_bytes_billed)
         else:
             raise SourceError(
                 f"{what}: database kind not supported",
@@ -135,7 +148,9 @@ def open_engine(
         raise SourceError(
             f"{what}: no driver for this URL",
             value=safe,
-            fix="use postgresql+psycopg://, mysql+pymysql:// or sqlite:///",
+            fix="install the warehouse extra for bigquery:// (pip install 'incidentkit[warehouse]')"
+            if backend == "bigquery"
+            else "use postgresql+psycopg://, mysql+pymysql:// or sqlite:///",
         ) from err
     if shown is not None:
         _SHOWN[engine] = shown
@@ -152,7 +167,13 @@ def open_source(spec: SourceSpec, environ: Mapping[str, str] | None, *, what: st
         return open_sqlite(spec.sqlite_path, what=what)
     ref = spec.url_ref
     shown = ref if ref is not None and ref.startswith("env:") else None
-    return open_engine(spec.url(environ), what=what, shown=shown, base=spec.base)
+    return open_engine(
+        spec.url(environ),
+        what=what,
+        shown=shown,
+        base=spec.base,
+        max_bytes_billed=spec.max_bytes_billed,
+    )
 
 
 def open_sqlite(path: Path, *, what: str) -> Engine:
@@ -208,6 +229,66 @@ def open_sqlite(path: Path, *, what: str) -> Engine:
         cleanup = weakref.finalize(engine, shutil.rmtree, copy_dir, ignore_errors=True)
         sa.event.listen(engine, "engine_disposed", lambda _engine: cleanup())
     return engine
+
+
+BIGQUERY_URL_KEYS = frozenset({"location"})
+"""The only option a ``bigquery://`` URL may carry. The dialect would take others from the URL
+into every query's job configuration (``destination``, ``write_disposition``, ``dry_run``,
+``credentials_base64``...): a destination table would make a query write, and credentials
+belong in the environment."""
+
+
+def _bigquery_engine(parsed: sa.URL, *, what: str, safe: str, cap: int | None) -> Engine:
+    """An engine on ``bigquery://PROJECT/DATASET`` whose every query job carries
+    ``maximum_bytes_billed`` (``cap``) and which runs Core ``SELECT`` statements only.
+
+    BigQuery has no read-only transaction: the kit's reads are read-only because the URL
+    can name no destination (:data:`BIGQUERY_URL_KEYS`) and every statement is checked to be
+    a compiled ``Select`` before it is sent (:func:`_selects_only`). The dialect builds its
+    client here, from ``google.auth.default()`` (as ADK's plugin does): credentials never
+    pass through the kit.
+    """
+    from incidentkit.manifest import DEFAULT_MAX_BYTES_BILLED
+
+    options = sorted(set(parsed.query) - BIGQUERY_URL_KEYS)
+    if options:
+        raise SourceError(
+            f"{what}: the BigQuery URL carries options the kit does not take",
+            value=options,
+            fix="write bigquery://PROJECT/DATASET (?location=... allowed); credentials come "
+            "from the environment (GOOGLE_APPLICATION_CREDENTIALS, gcloud's application-default "
+            "login, the metadata server), the cost cap from max_bytes_billed in the manifest",
+        )
+    if not parsed.host or not parsed.database:
+        raise SourceError(
+            f"{what}: the BigQuery URL must name the project and the dataset",
+            value=safe,
+            fix="write bigquery://PROJECT/DATASET (the plugin's project_id and dataset_id)",
+        )
+    limit = DEFAULT_MAX_BYTES_BILLED if cap is None else cap
+    capped = parsed.update_query_dict({"maximum_bytes_billed": str(limit)})
+    engine = sa.create_engine(capped, poolclass=sa.pool.NullPool)
+    sa.event.listen(engine, "before_cursor_execute", _selects_only)
+    return engine
+
+
+def _selects_only(
+    _conn: Connection,
+    _cursor: Any,
+    statement: str,
+    _parameters: Any,
+    context: Any,
+    _executemany: bool,
+) -> None:
+    """Refuse any statement but a compiled Core ``Select`` (or a ``UNION`` of them): no text
+    SQL, no DML, DDL or script."""
+    compiled = getattr(context, "compiled", None)
+    if not isinstance(getattr(compiled, "statement", None), sa.Select | sa.CompoundSelect):
+        raise SourceError(
+            "BigQuery: the kit sends SELECT statements only",
+            value=statement.split(None, 1)[0][:40] if statement.strip() else "(empty)",
+            fix="this is a bug in the kit: report it (no statement was sent)",
+        )
 
 
 def _sidecar(path: Path, suffix: str) -> Path:
