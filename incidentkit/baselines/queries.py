@@ -203,20 +203,28 @@ def per_invocation(
     marked: Sequence[str] = (),
     *,
     times: bool = True,
+    apps: Sequence[str] = (),
 ) -> sa.Subquery:
     """One row per invocation of the filtered events: ``model_calls``, ``ended`` (a final
     response stored), ``hit_limit``, ``error``, ``start_s``/``end_s`` (epoch seconds of the
     first and last event), ``last_final`` (whether the last event is a final response) and
     ``marked`` (one of the ``marked`` invocation ids). ``times=False`` leaves out the
-    columns of time and errors (a histogram of counts reads no clock)."""
+    columns of time and errors (a histogram of counts reads no clock). ``apps`` (the triage
+    card's fleet) keeps those apps' events and adds ``app_name`` and ``session_id``: one pass
+    over every app."""
     flags = _flags(conn, events)
     inv = events.column("invocation_id")
     mark = sql.in_values(conn, inv, "marked", marked) if marked else sa.false()
     seconds = dialects.epoch_seconds(conn, events.column("ts"), events.storage)
     on = sql.Predicates.named(events.names, time="ts", time_storage=events.storage)
     conditions = sql.where(conn, filters, on, events.info)
+    keys = [inv.label("invocation_id")]
+    if apps:
+        app = events.column("app_name")
+        conditions.append(sql.in_values(conn, app, "card_apps", apps))
+        keys = [app.label("app_name"), events.column("session_id").label("session_id"), *keys]
     columns = [
-        inv.label("invocation_id"),
+        *keys,
         _one(flags["model"]).label("model"),
         _one(flags["final"]).label("final"),
         _one(flags["refused"]).label("refused"),
@@ -231,8 +239,9 @@ def per_invocation(
         .subquery("flagged")
     )
     r = rows.c
+    grouped = [r[k.name] for k in keys]
     per = [
-        r.invocation_id,
+        *grouped,
         sa.func.sum(r.model).label("model_calls"),
         sa.func.max(r.final).label("ended"),
         sa.func.max(r.refused).label("hit_limit"),
@@ -246,7 +255,7 @@ def per_invocation(
             last.label("end_s"),
             _one(sa.func.max(sa.case((r.final == 1, r.s))) >= last).label("last_final"),
         ]
-    return sa.select(*per).group_by(r.invocation_id).subquery("per_invocation")
+    return sa.select(*per).group_by(*grouped).subquery("per_invocation")
 
 
 def call_histogram(
@@ -371,3 +380,52 @@ def bucket_frame(rows: Sequence[Sequence[Any]]) -> pd.DataFrame:
     )
     frame.insert(0, "bucket", pd.to_datetime(frame.pop("bucket_s"), unit="s", utc=True))
     return frame.astype({"bucket": "datetime64[ns, UTC]", "runs": "int64", "errors": "int64"})
+
+
+def event_flags(conn: Connection, events: EventTable) -> dict[str, ColumnElement[bool]]:
+    """Per event, the flags the counts read (``model``, ``final``, ``error``, ``refused``,
+    ``marker``), as :func:`per_invocation` applies them: for queries of the triage card."""
+    return _flags(conn, events)
+
+
+def event_field(conn: Connection, events: EventTable, name: str) -> ColumnElement[str]:
+    """The event document's field ``name`` (a key of :data:`CAMEL`) as text, in the table's
+    key style."""
+    return dialects.json_text(conn, events.column("event"), events.keys[name])
+
+
+LEDGER_CARD_COLUMNS = ("attempts", "owner", "lease_until")
+"""The ledger's columns the triage card reads besides :data:`LEDGER_COLUMNS` and
+:data:`LEDGER_TIMES` (``owner`` and ``lease_until`` may be absent, as in the loader)."""
+
+
+@dataclass(frozen=True)
+class LedgerTable:
+    """A ledger table as the card reads it: its columns (the manifest's names) and how each
+    time column stores time."""
+
+    info: sql.TableInfo
+    names: Mapping[str, str]
+    """canonical column (``run_id``, ``status``, ``started_at``, ...) → the table's own name;
+    only the columns the table has."""
+    storage: Mapping[str, sql.TimeStorage]
+
+    def column(self, name: str) -> sa.ColumnClause[Any]:
+        return sql.column(self.info.clause, self.names[name])
+
+    def seconds(self, conn: Connection, name: str) -> ColumnElement[float]:
+        """Epoch seconds of the time column ``name``."""
+        return dialects.epoch_seconds(conn, self.column(name), self.storage[name])
+
+
+def ledger_table(conn: Connection, spec: SourceSpec, *, what: str) -> LedgerTable:
+    """The ``[ledger]`` table of ``spec`` (``agent_run`` unless named; ``columns`` honoured):
+    the columns :func:`ledger_runs` reads are required, ``attempts``, ``owner`` and
+    ``lease_until`` taken when present."""
+    wanted = (*LEDGER_COLUMNS, *LEDGER_TIMES, *LEDGER_CARD_COLUMNS)
+    names = {col: spec.columns.get(col, col) for col in wanted}
+    required = [names[c] for c in (*LEDGER_COLUMNS, *LEDGER_TIMES)]
+    info = sql.require_table(conn, spec.table or LEDGER_TABLE, required, what=what)
+    present = {col: name for col, name in names.items() if name in info.columns}
+    times = [c for c in (*LEDGER_TIMES, "lease_until") if c in present]
+    return LedgerTable(info, present, {t: sql.time_storage(info, present[t]) for t in times})

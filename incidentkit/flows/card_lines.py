@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pandas as pd
 
@@ -39,6 +39,9 @@ class CardLine(TypedDict):
     detail: str
     session_id: str | None
     keys: str | None
+    app: NotRequired[str | None]
+    """The app of a line computed over the whole fleet at once (an engine check,
+    :mod:`incidentkit.flows.engine_card`); None: the JVM's, not an app's."""
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, cast
 if TYPE_CHECKING:
     from incidentkit.findings import Finding
     from incidentkit.flows.card_lines import CardContext, CardLine
+    from incidentkit.flows.engine_card import EngineCardContext
     from incidentkit.flows.settings import FlowSettings
     from incidentkit.postmortem.collect import FlowFindings
     from incidentkit.postmortem.impact import Claim
@@ -124,6 +125,14 @@ class CardCheck(Protocol):
     def __call__(self, context: CardContext) -> list[CardLine]: ...
 
 
+class EngineCardCheck(Protocol):
+    """A cheap check's engine twin: the same lines, for every app of the fleet at once
+    (each line's ``app`` set), computed by queries in the database the evidence lives in
+    (:mod:`incidentkit.flows.engine_card`)."""
+
+    def __call__(self, context: EngineCardContext) -> list[CardLine]: ...
+
+
 @dataclass(frozen=True)
 class CardChecks:
     """A flow's cheap check on the triage card (:mod:`incidentkit.flows.overview.card`): a
@@ -141,10 +150,21 @@ class CardChecks:
     """The dotted path of the module that defines it, imported only when a card is built."""
     function: str = "card_lines"
     """The :class:`CardCheck` function's name in :attr:`module`."""
+    engine: str | None = None
+    """The :class:`EngineCardCheck` function's name in :attr:`module`: the same lines computed
+    in the events' and ledger's database (``card_engine``); None: in the engine card its
+    checks are NOT_CHECKED, saying why."""
 
     def lines(self, context: CardContext) -> list[CardLine]:
         """Its lines on ``context``, its module imported now."""
         check = cast(CardCheck, getattr(import_module(self.module), self.function))
+        return check(context)
+
+    def engine_lines(self, context: EngineCardContext) -> list[CardLine] | None:
+        """Its lines of every app computed in the engine; None when it has no engine twin."""
+        if self.engine is None:
+            return None
+        check = cast(EngineCardCheck, getattr(import_module(self.module), self.engine))
         return check(context)
 
 

@@ -3,12 +3,34 @@ timeout, those of them whose worker died (for the orphans flow), and the latency
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
+import pandas as pd
+import sqlalchemy as sa
+
+from incidentkit.baselines import dialects, queries
+from incidentkit.flows._frames import empty_view
 from incidentkit.flows.card_lines import CardContext, CardLine, card_line, not_checked
-from incidentkit.flows.latency_cliff.hangs import Orphaned
-from incidentkit.flows.latency_cliff.triage import LatencyReport, triage_latency
+from incidentkit.flows.common import Frames
+from incidentkit.flows.latency_cliff.hangs import Orphaned, open_invocations
+from incidentkit.flows.latency_cliff.latency import LATENCY_COLUMNS
+from incidentkit.flows.latency_cliff.triage import (
+    CLIFF_COLUMNS,
+    ONE_MINUTE,
+    LatencyReport,
+    _censored,
+    _live_cliff,
+    _queued,
+    cliff_row,
+    triage_latency,
+)
 from incidentkit.flows.orphans.flow import FLOW as ORPHANS
+from incidentkit.frames import FLOAT, RunStatus, empty
+from incidentkit.manifest import Filters
+from incidentkit.sources import sql
+
+if TYPE_CHECKING:
+    from incidentkit.flows.engine_card import EngineCardContext
 
 FLOW = "latency_cliff"
 EVIDENCE = "diagnostics log, spans, ledger, event log, thread dumps"
@@ -28,7 +50,13 @@ def card_lines(context: CardContext) -> list[CardLine]:
             not_checked("latency-cliff", FLOW, EVIDENCE, why),
             not_checked("dead-worker", ORPHANS.name, EVIDENCE, why),
         ]
-    timeout = f"{profile.client_timeout_s:g} s client timeout"
+    return _lines(report, profile.client_timeout_s)
+
+
+def _lines(report: LatencyReport, client_timeout_s: float) -> list[CardLine]:
+    """The three lines of ``report`` (a source timed its invocations)."""
+    assert report.source is not None
+    timeout = f"{client_timeout_s:g} s client timeout"
     hangs, dead = report.hangs, report.orphans
     tools = hangs["tool"].dropna().value_counts()
     waiting = f", most waiting on {tools.index[0]}" if len(tools) else ""
@@ -100,4 +128,268 @@ def _cliff_line(report: LatencyReport, source: str) -> CardLine:
         "counted at their age)",
         FLOW,
         source,
+    )
+
+
+CHECKS = ("open-past-timeout", "latency-cliff", "dead-worker")
+_SERIES = ("app_name", "invocation_id", "run_id", "session_id", "start_s", "ms", "error", "open")
+
+
+def engine_lines(context: EngineCardContext) -> list[CardLine]:
+    """The three lines of every app, timed in the database as in memory: each ledger run's
+    ``started_at`` to a terminal ``updated_at`` (PAUSED left out; a run that ended after
+    as_of is open), else each invocation's first to last turn of the event log. One row per
+    run travels (its start, its latency, whether it failed or is open; ids only of the open
+    ones): the cliff's binary segmentation needs the series in start order, which no
+    aggregate keeps. The invocations open past the client timeout are the flagged ones:
+    their sessions' events and runs are read through the loader and judged by
+    :func:`~incidentkit.flows.latency_cliff.hangs.open_invocations` (the tool they wait on,
+    whether their worker died). The diagnostics log and the spans are not read."""
+    if context.has_ledger and context.ledger is None:
+        return _not_checked(context, context.ledger_missing())
+    if context.ledger is None and context.events is None:
+        return _not_checked(context, context.events_missing())
+    series = _ledger_series(context) if context.ledger is not None else _empty_series()
+    rest = tuple(a for a in context.apps if not series["app_name"].eq(a).any())
+    if rest and context.events is not None:
+        series = pd.concat([series, _event_series(context, rest)], ignore_index=True)
+    by_ledger = set(series.loc[series["source"].eq("ledger"), "app_name"])
+    censored = {
+        app: _censored(
+            _as_latency(series.loc[series["app_name"].eq(app)]), _empty_latency(), context.as_of
+        )
+        for app in context.apps
+    }
+    past = {
+        app: frame.loc[
+            frame["open"]
+            & (context.as_of - frame["started_at"])
+            .dt.total_seconds()
+            .gt(context.profile(app).client_timeout_s)
+        ]
+        for app, frame in censored.items()
+    }
+    sessions = {
+        app: sorted(set(frame["session_id"].dropna())) for app, frame in past.items() if len(frame)
+    }
+    silent = [app for app in sessions if app not in by_ledger]
+    latest = _latest_sessions(context, silent) if silent else {}
+    frames = _flagged_frames(
+        context,
+        sorted({s for found in sessions.values() for s in found} | set().union(*latest.values())),
+        ledger=bool(by_ledger),
+    )
+    detail = context.computed("ledger" if by_ledger else "events")
+    lines: list[CardLine] = []
+    for app in context.apps:
+        latency = censored[app]
+        if latency.empty:
+            why = "no source times an invocation (no run or event in the engine)"
+            lines += [{**line, "app": app} for line in _not_checked(context, why)[:3]]
+            continue
+        source = "ledger" if app in by_ledger else "events"
+        timeout = context.profile(app).client_timeout_s
+        report = _report(context, latency, frames, app, source, timeout)
+        lines += [{**line, "detail": detail, "app": app} for line in _lines(report, timeout)]
+    return lines
+
+
+def _not_checked(context: EngineCardContext, why: str) -> list[CardLine]:
+    return [
+        *context.not_checked("open-past-timeout", FLOW, EVIDENCE, why),
+        *context.not_checked("latency-cliff", FLOW, EVIDENCE, why),
+        *context.not_checked("dead-worker", ORPHANS.name, EVIDENCE, why),
+    ]
+
+
+def _empty_series() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in (*_SERIES, "source")})
+
+
+def _empty_latency() -> pd.DataFrame:
+    return empty_view(LATENCY_COLUMNS)
+
+
+def _utc(seconds: pd.Series) -> pd.Series:
+    micros = pd.to_numeric(seconds, errors="coerce").astype(float).mul(1e6).round()
+    return pd.to_datetime(micros, unit="us", utc=True).astype("datetime64[ns, UTC]")
+
+
+def _as_latency(rows: pd.DataFrame) -> pd.DataFrame:
+    """Series rows as a latency frame (:data:`.latency.LATENCY_COLUMNS`) in start order."""
+    started = _utc(rows["start_s"])
+    ms = pd.to_numeric(rows["ms"], errors="coerce").astype(FLOAT)
+    frame = pd.DataFrame(
+        {
+            "invocation_id": rows["invocation_id"],
+            "run_id": rows["run_id"],
+            "session_id": rows["session_id"],
+            "started_at": started,
+            "ended_at": started + pd.to_timedelta(ms.round(3), unit="ms"),
+            "ms": ms,
+            "error": rows["error"].astype(bool),
+            "open": rows["open"].astype(bool),
+            "source": rows["source"],
+        }
+    ).sort_values("started_at", kind="stable")
+    return frame.astype({k: v for k, v in LATENCY_COLUMNS.items()}).reset_index(drop=True)
+
+
+def _ledger_series(context: EngineCardContext) -> pd.DataFrame:
+    """One row per ledger run of the fleet (:data:`_SERIES`), as ``latency.from_ledger``
+    and ``triage.as_at`` give it."""
+    from incidentkit.flows.engine_card import ledger_conditions
+
+    assert context.ledger is not None
+    conn, runs = context.ledger.conn, context.ledger.table
+    start, end = runs.seconds(conn, "started_at"), runs.seconds(conn, "updated_at")
+    status = sa.func.upper(runs.column("status"))
+    as_of = sa.bindparam("as_of_s", context.as_of.timestamp(), type_=sa.Double)
+    terminal = status.in_([RunStatus.DONE, RunStatus.FAILED, RunStatus.PARKED])
+    ended = sa.and_(terminal, end <= as_of)
+    is_open = sa.or_(status == RunStatus.RUNNING, sa.and_(terminal, end > as_of))
+    failed = sa.and_(ended, status.in_([RunStatus.FAILED, RunStatus.PARKED]))
+
+    def when_open(name: str) -> Any:
+        return sa.case((is_open, runs.column(name))).label(name)
+
+    rows = context.fetch(
+        conn,
+        sa.select(
+            runs.column("app_name").label("app_name"),
+            when_open("invocation_id"),
+            when_open("run_id"),
+            when_open("session_id"),
+            start.label("start_s"),
+            sa.case((ended, (end - start) * 1000.0)).label("ms"),
+            sa.case((failed, 1), else_=0).label("error"),
+            sa.case((is_open, 1), else_=0).label("open"),
+        )
+        .where(
+            *ledger_conditions(context),
+            status != RunStatus.PAUSED,
+            runs.column("started_at").is_not(None),
+        )
+        .order_by(runs.column("started_at"), runs.column("run_id")),
+    )
+    return pd.DataFrame([tuple(r) for r in rows], columns=list(_SERIES)).assign(source="ledger")
+
+
+def _event_series(context: EngineCardContext, apps: tuple[str, ...]) -> pd.DataFrame:
+    """One row per invocation of ``apps``' events: first to last turn, ended when its last
+    turn is a final response (``queries.per_invocation``)."""
+    assert context.events is not None
+    conn, table = context.events.conn, context.events.table
+    inv = queries.per_invocation(conn, table, context.filters, apps=apps)
+    c = inv.c
+    is_open = c.last_final == 0
+
+    def when_open(col: Any, name: str) -> Any:
+        return sa.case((is_open, col)).label(name)
+
+    rows = context.fetch(
+        conn,
+        sa.select(
+            c.app_name,
+            when_open(c.invocation_id, "invocation_id"),
+            sa.literal(None, sa.String).label("run_id"),
+            when_open(c.session_id, "session_id"),
+            c.start_s,
+            sa.case((c.last_final == 1, (c.end_s - c.start_s) * 1000.0)).label("ms"),
+            c.error,
+            sa.case((is_open, 1), else_=0).label("open"),
+        ).order_by(c.start_s),
+    )
+    return pd.DataFrame([tuple(r) for r in rows], columns=list(_SERIES)).assign(source="events")
+
+
+def _latest_sessions(context: EngineCardContext, apps: list[str]) -> dict[str, set[str]]:
+    """Per app, the two sessions with the latest events (``hangs._by_silence`` compares a
+    silent session with the latest other one)."""
+    from incidentkit.flows.engine_card import event_conditions
+
+    assert context.events is not None
+    conn, table = context.events.conn, context.events.table
+    ts = dialects.epoch_seconds(conn, table.column("ts"), table.storage)
+    app, session = table.column("app_name"), table.column("session_id")
+    last = (
+        sa.select(app.label("app_name"), session.label("session_id"), sa.func.max(ts).label("at"))
+        .where(*event_conditions(context), sql.in_values(conn, app, "silent_apps", apps))
+        .group_by(app, session)
+        .subquery("last")
+    )
+    rank = sa.func.row_number().over(partition_by=last.c.app_name, order_by=last.c.at.desc())
+    ranked = sa.select(last.c.app_name, last.c.session_id, rank.label("n")).subquery("ranked")
+    rows = context.fetch(
+        conn, sa.select(ranked.c.app_name, ranked.c.session_id).where(ranked.c.n <= 2)
+    )
+    out: dict[str, set[str]] = {a: set() for a in apps}
+    for row in rows:
+        out[row.app_name].add(row.session_id)
+    return out
+
+
+def _flagged_frames(context: EngineCardContext, sessions: list[str], *, ledger: bool) -> Frames:
+    """The flagged sessions' runs (when the ledger times them), events, calls and responses,
+    read through the loader."""
+    if not sessions:
+        return Frames()
+    runs = context.flagged("ledger", "runs", sessions=sessions) if ledger else empty("runs")
+    if context.events is None:
+        return Frames(runs=runs)
+    loaded = context.load(
+        "events", Filters(window=context.filters.window, session_ids=tuple(sessions))
+    )
+    return Frames(
+        runs=runs, **{n: loaded.get(n, empty(n)) for n in ("events", "calls", "responses")}
+    )
+
+
+def _report(
+    context: EngineCardContext,
+    series: pd.DataFrame,
+    frames: Frames,
+    app: str,
+    source: str,
+    timeout_s: float,
+) -> LatencyReport:
+    """A latency report holding what the card's lines read: the series, the open invocations
+    past the timeout (judged on the flagged rows) and the cliff of the live ones."""
+    events = frames.events.loc[frames.events["app_name"].eq(app)]
+    runs = frames.runs.loc[frames.runs["app_name"].eq(app)]
+    sessions = set(events["session_id"].dropna())
+    hung = open_invocations(
+        series,
+        events,
+        frames.calls.loc[frames.calls["session_id"].isin(sessions)],
+        frames.responses.loc[frames.responses["session_id"].isin(sessions)],
+        as_of=context.as_of,
+        older_than_s=timeout_s,
+        runs=runs if source == "ledger" else None,
+    )
+    hung = _queued(series, hung)
+    found, changes = _live_cliff(series, hung)
+    cliff = (
+        cliff_row(series, found, ONE_MINUTE, source)
+        if found is not None
+        else empty_view(CLIFF_COLUMNS)
+    )
+    nothing = pd.DataFrame()
+    return LatencyReport(
+        as_of=context.as_of,
+        bucket=ONE_MINUTE,
+        client_timeout_s=float(timeout_s),
+        source=source,
+        open_source=source,
+        sources=(source,),
+        series=series,
+        buckets=nothing,
+        cliff=cliff,
+        changes=tuple(changes),
+        open=hung,
+        by_last_event=nothing,
+        disagreements=nothing,
+        thread_groups=nothing,
+        dumps=0,
+        fix=nothing,
     )

@@ -49,6 +49,7 @@ FLOW = Flow(
         CardChecks(
             checks=("open-past-timeout", "latency-cliff", "dead-worker"),
             module="incidentkit.flows.latency_cliff.card",
+            engine="engine_lines",
         ),
     ),
 )

@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import pandas as pd
+import sqlalchemy as sa
+
 from incidentkit.flows.card_lines import CardContext, CardLine, card_line, not_checked
-from incidentkit.flows.orphans.triage import classify_orphans
+from incidentkit.flows.common import Frames
+from incidentkit.flows.orphans.triage import TERMINAL_STATUSES, classify_orphans
+from incidentkit.frames import empty
+from incidentkit.manifest import Filters
+
+if TYPE_CHECKING:
+    from incidentkit.flows.engine_card import EngineCardContext
 
 FLOW = "orphans"
+EVIDENCE = "run ledger, event log, journal"
 
 
 def card_lines(context: CardContext) -> list[CardLine]:
     """The orphans line: WARNING for orphaned runs, CRITICAL with a crash loop or a duplicate
     side effect; NOT_CHECKED without a ledger run or the profile's ``terminal_agent``."""
     frames, profile = context.frames, context.profile
-    evidence = "run ledger, event log, journal"
+    evidence = EVIDENCE
     if frames.runs.empty:
         return [not_checked("orphans", FLOW, evidence, "no ledger run of this app")]
     if not profile.terminal_agent:
@@ -35,3 +47,77 @@ def card_lines(context: CardContext) -> list[CardLine]:
         "CRITICAL" if loops or len(report.duplicate_effects) else ("WARNING" if orphans else "INFO")
     )
     return [card_line("orphans", severity, orphans, title, FLOW, "run ledger")]
+
+
+def engine_lines(context: EngineCardContext) -> list[CardLine]:
+    """The orphans line of every app: the ledger's runs counted per app and its runs a
+    sweeper would classify (not DONE, FAILED or PARKED: RUNNING and PAUSED ones) selected in
+    the database; the sessions of those runs are read through the loader (their runs, events
+    and journal entries only) and :func:`card_lines` classifies them, as in memory. A
+    duplicate side effect is looked for in those sessions only."""
+    if context.ledger is None:
+        return context.not_checked("orphans", FLOW, EVIDENCE, context.ledger_missing())
+    from incidentkit.flows.engine_card import ledger_conditions
+
+    conn, table = context.ledger.conn, context.ledger.table
+    app = table.column("app_name")
+    counted = dict(
+        (r.app_name, int(r.runs))
+        for r in context.fetch(
+            conn,
+            sa.select(app.label("app_name"), sa.func.count().label("runs"))
+            .where(*ledger_conditions(context))
+            .group_by(app),
+        )
+    )
+    status = sa.func.upper(table.column("status"))
+    open_runs = context.fetch(
+        conn,
+        sa.select(app.label("app_name"), table.column("session_id").label("session_id"))
+        .where(*ledger_conditions(context), status.not_in(list(TERMINAL_STATUSES)))
+        .distinct(),
+    )
+    sessions = sorted({r.session_id for r in open_runs})
+    runs = context.flagged("ledger", "runs", sessions=sessions)
+    frames = Frames(runs=runs)
+    if sessions and context.events is not None:
+        narrow = Filters(window=context.filters.window, session_ids=tuple(sessions))
+        loaded = context.load("events", narrow)
+        frames = Frames(
+            runs=runs, **{n: loaded.get(n, empty(n)) for n in ("events", "calls", "responses")}
+        )
+    invocations = set(runs["invocation_id"].dropna()) | set(frames.events["invocation_id"].dropna())
+    journal = context.flagged("journal", "journal", invocations=sorted(invocations))
+    lines: list[CardLine] = []
+    for name in context.apps:
+        if not counted.get(name):
+            line = not_checked("orphans", FLOW, EVIDENCE, "no ledger run of this app")
+        elif "events" in context.sources and context.events is None:
+            line = not_checked("orphans", FLOW, EVIDENCE, context.events_missing())
+        elif not context.profile(name).terminal_agent:
+            why = "the app's profile names no terminal_agent"
+            line = not_checked("orphans", FLOW, EVIDENCE, why)
+        elif name not in {r.app_name for r in open_runs}:  # every run terminal: no orphan
+            line = card_line("orphans", "INFO", 0, "0 orphaned run(s) at as_of", FLOW, "run ledger")
+        else:
+            mine = _app_frames(name, frames, journal)
+            [line] = card_lines(CardContext(mine, context.as_of, context.profile(name)))
+        if line["severity"] != "NOT_CHECKED":
+            line = {**line, "detail": context.computed("ledger", "events")}
+        lines.append({**line, "app": name})
+    return lines
+
+
+def _app_frames(app: str, frames: Frames, journal: pd.DataFrame) -> Frames:
+    """One app's share of the flagged sessions' frames."""
+    runs, events = frames.runs, frames.events
+    mine = runs.loc[runs["app_name"].eq(app)]
+    ev = events.loc[events["app_name"].eq(app)]
+    sessions = set(ev["session_id"].dropna()) | set(mine["session_id"].dropna())
+    return Frames(
+        runs=mine,
+        events=ev,
+        calls=frames.calls.loc[frames.calls["session_id"].isin(sessions)],
+        responses=frames.responses.loc[frames.responses["session_id"].isin(sessions)],
+        journal=journal,
+    )

@@ -59,5 +59,9 @@ FLOW = Flow(
         },
         action_types={"orphans/empty-ledger": "process"},
     ),
-    card=(CardChecks(checks=("orphans",), module="incidentkit.flows.orphans.card"),),
+    card=(
+        CardChecks(
+            checks=("orphans",), module="incidentkit.flows.orphans.card", engine="engine_lines"
+        ),
+    ),
 )

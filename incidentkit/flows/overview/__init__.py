@@ -6,13 +6,15 @@ classes that grow between heap histograms.
   flow's declared check, each in its own folder's module);
 - ``jvm_checks``: the overview's own checks, classes that grow and the heap after GC;
 - ``growth``: :func:`growing_classes` between ``jcmd GC.class_histogram`` dumps;
-- ``triage``: :func:`triage_overview` and :class:`OverviewReport`; ``findings``; ``steps``.
+- ``triage``: :func:`triage_overview` and :class:`OverviewReport`; ``findings``; ``steps``
+  (with ``card_engine``, the card computed in the database: :mod:`incidentkit.flows.engine_card`).
 """
 
 from incidentkit.flows.overview.card import CHECKS, SEVERITY_RANK, SYMPTOMS, Profile, triage_card
 from incidentkit.flows.overview.findings import overview_findings
 from incidentkit.flows.overview.steps import (
     SECTIONS,
+    coverage,
     findings,
     first_evidence,
     setup,
@@ -28,6 +30,7 @@ __all__ = [
     "SYMPTOMS",
     "OverviewReport",
     "Profile",
+    "coverage",
     "findings",
     "first_evidence",
     "overview_findings",

@@ -33,11 +33,13 @@ FLOW = Flow(
             checks=("growing-classes",),
             module="incidentkit.flows.overview.jvm_checks",
             function="growth_lines",
+            engine="growth_engine_lines",
         ),
         CardChecks(
             checks=("heap-growth",),
             module="incidentkit.flows.overview.jvm_checks",
             function="heap_lines",
+            engine="heap_engine_lines",
         ),
     ),
 )

@@ -3,7 +3,10 @@ app's: classes that grow between class histograms, and the heap after GC of a JF
 
 from __future__ import annotations
 
-from incidentkit.flows.card_lines import CardContext, CardLine, card_line, not_checked
+from typing import TYPE_CHECKING
+
+from incidentkit.flows.card_lines import CardContext, CardLine, Profile, card_line, not_checked
+from incidentkit.flows.common import Frames
 from incidentkit.flows.overview.growth import growing_classes, growth_headline
 from incidentkit.flows.overview.heap import (
     heap_after_gc,
@@ -11,6 +14,9 @@ from incidentkit.flows.overview.heap import (
     leak_candidates,
     old_object_text,
 )
+
+if TYPE_CHECKING:
+    from incidentkit.flows.engine_card import EngineCardContext
 
 FLOW = "overview"
 JVM_ARRAYS = {
@@ -69,3 +75,26 @@ def heap_lines(context: CardContext) -> list[CardLine]:
     if old:
         title += f"; old objects: {old}"
     return [card_line("heap-growth", "WARNING", len(growing), title, FLOW, evidence)]
+
+
+def _jvm_context(context: EngineCardContext) -> CardContext:
+    """The card's context of the JVM's files only (no app's frames)."""
+    return CardContext(
+        Frames(),
+        context.as_of,
+        Profile(),
+        symptom=context.symptom,
+        histograms=context.histograms,
+        jfr_heap=context.jfr_heap,
+        jfr_old_objects=context.jfr_old_objects,
+    )
+
+
+def growth_engine_lines(context: EngineCardContext) -> list[CardLine]:
+    """:func:`growth_lines` in the engine card: the histograms are small files, read as now."""
+    return [{**line, "app": None} for line in growth_lines(_jvm_context(context))]
+
+
+def heap_engine_lines(context: EngineCardContext) -> list[CardLine]:
+    """:func:`heap_lines` in the engine card: a JFR recording's summaries, read as now."""
+    return [{**line, "app": None} for line in heap_lines(_jvm_context(context))]

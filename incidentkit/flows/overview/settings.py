@@ -58,6 +58,12 @@ def _symptoms() -> Collection[str]:
     return SYMPTOMS
 
 
+def _engines() -> Collection[str]:
+    from incidentkit.flows.engine_card import CARD_ENGINE
+
+    return CARD_ENGINE
+
+
 @dataclass(frozen=True, kw_only=True)
 class OverviewSettings(FlowSettings):
     """The card of ``apps`` (``app_name``: their names, joined) judged at ``as_of``, ordered
@@ -72,3 +78,12 @@ class OverviewSettings(FlowSettings):
         default=None,
         default_source="none: by severity",
     )
+    card_engine: str = setting(
+        Choice(_engines, none='"auto"'),
+        default="auto",
+        default_source="default: the engine where the events (and ledger) are a database",
+    )
+    """Where the card's checks run: ``yes`` in the events' and ledger's database (SQL, the
+    whole fleet in one pass per check; :mod:`incidentkit.flows.engine_card`), ``no`` over the
+    frames loaded into pandas, ``auto`` the engine when the events (and the ledger, if any)
+    are tables of a database it can query."""

@@ -13,7 +13,7 @@ import pandas as pd
 
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
-from incidentkit.flows import FLOWS
+from incidentkit.flows import FLOWS, engine_card
 from incidentkit.flows.common import (
     Frames,
     check_app,
@@ -25,14 +25,21 @@ from incidentkit.flows.common import (
     opened,
     up_to,
 )
+from incidentkit.flows.engine_card import engine_chosen
 from incidentkit.flows.evidence_limits import with_limits
 from incidentkit.flows.overview.card import SYMPTOMS, Profile, ordered
 from incidentkit.flows.overview.findings import overview_findings
 from incidentkit.flows.overview.flow import FLOW as DECLARED
 from incidentkit.flows.overview.settings import CardProfile, OverviewSettings
-from incidentkit.flows.overview.triage import OverviewReport, read_summary, triage_overview
+from incidentkit.flows.overview.triage import (
+    OverviewReport,
+    linked,
+    read_summary,
+    triage_overview,
+)
 from incidentkit.flows.settings import Found, resolve
 from incidentkit.frames import FRAMES
+from incidentkit.manifest import Filters
 
 FLOW = "overview"
 SECTIONS = tuple(dict.fromkeys((*DECLARED.sections, "jfr")))
@@ -47,16 +54,20 @@ def setup(
     app_name: str = "",
     as_of: object = "",
     symptom: str = "",
+    card_engine: str = "",
 ) -> tuple[Evidence, OverviewSettings]:
     """The incident up to ``as_of`` and the card's settings: the apps to check (the
-    parameter, else the manifest's ``app_name``, else every app the evidence names) and the
-    symptom."""
+    parameter, else the manifest's ``app_name``, else every app the evidence names), the
+    symptom, and where the card is computed (``card_engine``)."""
     incident = opened(FLOW, evidence, as_of=as_of)
     if app_name and app_name.strip():
         apps, apps_from = [app_name.strip()], "parameter"
         check_app(incident, apps[0])
     elif incident.filters.app_name:
         apps, apps_from = [incident.filters.app_name], "manifest app_name"
+    elif engine_chosen(card_engine.strip().lower() or "auto", incident.sources):
+        apps, where = engine_card.fleet_apps(incident.sources, incident.filters, incident.environ)
+        apps_from = f"every app of {where}"
     else:
         apps, apps_from = ledger_apps(incident), "every app of the ledger"
         if not apps:
@@ -67,7 +78,7 @@ def setup(
     found = Found(
         FLOW, label, apps_from, moment.at, moment.source, more={"apps": (tuple(apps), apps_from)}
     )
-    settings = resolve(OverviewSettings, incident, found, symptom=symptom)
+    settings = resolve(OverviewSettings, incident, found, symptom=symptom, card_engine=card_engine)
     return up_to(incident, settings.as_of), settings
 
 
@@ -112,9 +123,9 @@ def triage(
     evidence: Evidence, settings: OverviewSettings, *, summary_path: str | os.PathLike[str] = ""
 ) -> OverviewReport:
     """The card of every app: the frames read once and split by app; each line linked to
-    its flow's report when ``run all`` (which gives ``summary_path``) ran it first."""
+    its flow's report when ``run all`` (which gives ``summary_path``) ran it first. With the
+    engine card (``card_engine``: :func:`engine_triage`) no event or ledger frame is read."""
     whole = evidence.narrowed(replace(evidence.filters, app_name=None))
-    everything = frames_of(whole, DECLARED.reads)
     histograms = (
         evidence.frame("class_histograms")
         if "class_histograms" in FRAMES and evidence.has("histograms")
@@ -124,6 +135,12 @@ def triage(
     jfr_heap = evidence.frame("jfr_heap") if jfr else None
     jfr_old = evidence.frame("jfr_old_objects") if jfr else None
     summary = read_summary(summary_path)
+    if engine_chosen(settings.card_engine, evidence.sources):
+        found = engine_triage(
+            evidence, settings, whole.filters, summary, histograms, jfr_heap, jfr_old
+        )
+        return replace(found, card=_finished(found.card, evidence, settings))
+    everything = frames_of(whole, DECLARED.reads)
     cards: list[pd.DataFrame] = []
     report = None
     for app in settings.apps or ("",):
@@ -144,12 +161,65 @@ def triage(
     assert report is not None
     card = pd.concat(cards, ignore_index=True)
     card.loc[card["check"].isin(JVM_CHECKS), "app"] = None  # the JVM's, not an app's
+    return replace(report, card=_finished(card, evidence, settings))
+
+
+def _finished(card: pd.DataFrame, evidence: Evidence, settings: OverviewSettings) -> pd.DataFrame:
+    """The card without the JVM lines the evidence has nothing for, with each line's command,
+    in reading order."""
     if not evidence.has("histograms") and settings.symptom != "restarts":
         card = card.loc[card["check"].ne("growing-classes")]  # nothing to check it on
-    if not jfr:
+    if not evidence.has("jfr"):
         card = card.loc[card["check"].ne("heap-growth")]
-    card["command"] = commands(card, evidence)
-    return replace(report, card=ordered(card, settings.symptom))
+    card = card.assign(command=commands(card, evidence))
+    return ordered(card, settings.symptom)
+
+
+def engine_triage(
+    evidence: Evidence,
+    settings: OverviewSettings,
+    filters: Filters,
+    summary: Mapping[str, Any] | None,
+    histograms: pd.DataFrame | None,
+    jfr_heap: pd.DataFrame | None,
+    jfr_old: pd.DataFrame | None,
+) -> OverviewReport:
+    """The card of every app computed in the events' and ledger's database
+    (:mod:`incidentkit.flows.engine_card`): one pass per check over the fleet; only
+    aggregates and the flagged invocations' rows are read, never the events frame. Each app's
+    lines in the card's order, as :func:`triage` gives them."""
+    apps = tuple(settings.apps)
+    with engine_card.opened(
+        apps=apps or ("",),
+        filters=filters,
+        as_of=settings.as_of,
+        profiles={app: profile_of(evidence, app) if app else Profile() for app in apps},
+        sources=evidence.sources,
+        environ=evidence.environ,
+        symptom=settings.symptom,
+        histograms=histograms,
+        jfr_heap=jfr_heap,
+        jfr_old_objects=jfr_old,
+    ) as context:
+        lines = engine_card.engine_lines(context)
+        computed = context.computed("events", "ledger")
+    jvm = lines["check"].isin(JVM_CHECKS)
+    cards = [
+        ordered(lines.loc[~jvm & lines["app"].eq(app)].reset_index(drop=True), settings.symptom)
+        for app in apps or ("",)
+    ]
+    card = pd.concat([*cards, lines.loc[jvm]], ignore_index=True)
+    card["app"] = card["app"].where(card["app"].astype(bool), None).astype("str")
+    return linked(
+        card,
+        as_of=settings.as_of,
+        symptom=settings.symptom,
+        summary=summary,
+        histograms=histograms,
+        jfr_heap=jfr_heap,
+        jfr_old_objects=jfr_old,
+        computed=computed,
+    )
 
 
 def commands(card: pd.DataFrame, evidence: Evidence) -> pd.Series:
@@ -184,10 +254,31 @@ def commands(card: pd.DataFrame, evidence: Evidence) -> pd.Series:
     return pd.Series(lines, index=card.index, dtype=object)
 
 
+ENGINE_READ = ("histograms", "jfr")
+"""The sections the engine card reads into frames (small files); the events and the ledger it
+queries where they live, so their rejects are not read either."""
+
+
 def findings(report: OverviewReport, evidence: Evidence, settings: OverviewSettings) -> Findings:
-    """The flow's findings, with the incident's title, window, settings and rejects."""
-    found = overview_findings(report, **findings_context(evidence, settings, SECTIONS))
+    """The flow's findings, with the incident's title, window, settings and rejects (of the
+    sections read into frames: with the engine card, the JVM's files only)."""
+    read = tuple(s for s in SECTIONS if s in ENGINE_READ) if report.computed else SECTIONS
+    found = overview_findings(report, **findings_context(evidence, settings, read))
     return with_limits(found, evidence)
+
+
+def coverage(evidence: Evidence, settings: OverviewSettings) -> str:
+    """What the evidence covers (:func:`incidentkit.coverage.measure`, which loads every
+    source); with the engine card, not measured: loading the events is what it avoids."""
+    if engine_chosen(settings.card_engine, evidence.sources):
+        return (
+            "Coverage not measured: the card is computed in the events' and ledger's database "
+            "(card_engine), and measuring would load every event. Run `incidentkit inspect` on "
+            "the evidence for its coverage, or give card_engine = no."
+        )
+    from incidentkit.coverage import measure, render_text
+
+    return render_text(measure(evidence))
 
 
 SHOWN: Mapping[str, tuple[str, ...]] = {
@@ -244,12 +335,19 @@ def first_evidence(report: OverviewReport) -> Any:
     """What the reported symptom opens first, as Markdown."""
     from incidentkit.report import MarkdownView
 
+    where = (
+        f" The card was {report.computed} (only aggregates and the flagged invocations' rows "
+        "were read; `docs/engine-card.md`)."
+        if report.computed
+        else ""
+    )
     if not report.symptom:
         return MarkdownView(
             "No symptom given: the card is ordered by severity. Give one of "
             + ", ".join(f"`{s}`" for s in SYMPTOMS)
             + " to order it as the triage card does for that symptom."
+            + where
         )
     return MarkdownView(
-        f"**{report.symptom}**: open {SYMPTOMS[report.symptom].first_evidence} first."
+        f"**{report.symptom}**: open {SYMPTOMS[report.symptom].first_evidence} first.{where}"
     )

@@ -30,6 +30,9 @@ class OverviewReport:
     """Heap used after GC per JFR recording (:data:`.heap.HEAP_COLUMNS`; empty without one)."""
     leaks: pd.DataFrame = field(default_factory=pd.DataFrame)
     """The old-object samples by class and allocation site (:data:`.heap.LEAK_COLUMNS`)."""
+    computed: str = ""
+    """Where the card was computed (``"computed in PostgreSQL over adk_event, agent_run"``);
+    empty: over the frames loaded into pandas."""
 
 
 def report_links(flows: pd.Series, summary: Mapping[str, Any] | None) -> pd.DataFrame:
@@ -88,6 +91,30 @@ def triage_overview(
         jfr_heap=jfr_heap,
         jfr_old_objects=jfr_old_objects,
     )
+    return linked(
+        card,
+        as_of=as_of,
+        symptom=symptom,
+        summary=summary,
+        histograms=histograms,
+        jfr_heap=jfr_heap,
+        jfr_old_objects=jfr_old_objects,
+    )
+
+
+def linked(
+    card: pd.DataFrame,
+    *,
+    as_of: pd.Timestamp,
+    symptom: str | None,
+    summary: Mapping[str, Any] | None = None,
+    histograms: pd.DataFrame | None = None,
+    jfr_heap: pd.DataFrame | None = None,
+    jfr_old_objects: pd.DataFrame | None = None,
+    computed: str = "",
+) -> OverviewReport:
+    """The report of ``card`` (however it was computed): each line linked to its flow's
+    report, and the JVM's views (growing classes, heap after GC, leak candidates)."""
     card = card.join(report_links(card["flow"], summary))
     growing = pd.DataFrame()
     if histograms is not None and len(histograms):
@@ -102,5 +129,11 @@ def triage_overview(
         if jfr_old_objects is not None:
             leaks = leak_candidates(jfr_old_objects)
     return OverviewReport(
-        as_of=as_of, symptom=symptom, card=card, growing=growing, heap=heap, leaks=leaks
+        as_of=as_of,
+        symptom=symptom,
+        card=card,
+        growing=growing,
+        heap=heap,
+        leaks=leaks,
+        computed=computed,
     )

@@ -43,5 +43,11 @@ FLOW = Flow(
         },
         timed=False,
     ),
-    card=(CardChecks(checks=("over-call-limit",), module="incidentkit.flows.runaway.card"),),
+    card=(
+        CardChecks(
+            checks=("over-call-limit",),
+            module="incidentkit.flows.runaway.card",
+            engine="engine_lines",
+        ),
+    ),
 )

@@ -46,5 +46,9 @@ FLOW = Flow(
             "session/errors": "process",
         },
     ),
-    card=(CardChecks(checks=("quiet-errors",), module="incidentkit.flows.session.card"),),
+    card=(
+        CardChecks(
+            checks=("quiet-errors",), module="incidentkit.flows.session.card", engine="engine_lines"
+        ),
+    ),
 )

@@ -4,12 +4,22 @@ overlapped."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import sqlalchemy as sa
+
+from incidentkit.baselines import dialects, queries
 from incidentkit.flows.card_lines import CardContext, CardLine, card_line, not_checked
 from incidentkit.flows.vanished_state.overlaps import invocation_ranges, overlapping
 from incidentkit.flows.vanished_state.suspects import state_suspects
 
+if TYPE_CHECKING:
+    from incidentkit.flows.engine_card import EngineCardContext
+
 FLOW = "vanished_state"
 STATE_LINES = 5
+OVERLAP_EVIDENCE = "event log, ledger"
 """The sessions where state can vanish the card lists per app, most suspicious first."""
 
 
@@ -94,23 +104,133 @@ def state_lines(context: CardContext) -> list[CardLine]:
 def overlap_lines(context: CardContext) -> list[CardLine]:
     """The overlapping-invocations line: two invocations of one session at once, WARNING."""
     frames = context.frames
-    evidence = "event log, ledger"
+    evidence = OVERLAP_EVIDENCE
     if frames.events.empty and frames.runs.empty:
         why = "no event and no ledger run"
         return [not_checked("overlapping-invocations", FLOW, evidence, why)]
     pairs = overlapping(invocation_ranges(frames.events, frames.runs))
+    return [_overlap_line(pairs)]
+
+
+def _overlap_line(pairs: pd.DataFrame) -> CardLine:
+    """The line of the overlapping ``pairs`` (``session_id`` each, in the order of
+    :func:`overlapping`)."""
     sessions = pairs["session_id"].nunique()
     title = f"{len(pairs)} pair(s) of invocations overlapped on {sessions} session(s)"
     if len(pairs):
         title += f", e.g. session {pairs['session_id'].iloc[0]}"
     severity = "WARNING" if len(pairs) else "INFO"
-    line = card_line(
+    return card_line(
         "overlapping-invocations",
         severity,
         len(pairs),
         title,
         FLOW,
-        evidence,
+        OVERLAP_EVIDENCE,
         session_id=str(pairs["session_id"].iloc[0]) if len(pairs) else None,
     )
-    return [line]
+
+
+def overlap_engine_lines(context: EngineCardContext) -> list[CardLine]:
+    """The overlapping-invocations line of every app, computed in the database: each
+    invocation's range (its first and last turn, markers left out, else its ledger run's
+    start; to the later of its last turn and its run's last update) grouped by app, session
+    and invocation over the union of the events and the ledger, then the pairs of one
+    session whose ranges overlap by a self-join; only the pairs travel."""
+    check, evidence = "overlapping-invocations", OVERLAP_EVIDENCE
+    if context.events is None and context.ledger is None:
+        why = f"{context.events_missing()}; {context.ledger_missing()}"
+        return context.not_checked(check, FLOW, evidence, why)
+    if context.has_ledger and context.ledger is None:
+        return context.not_checked(check, FLOW, evidence, context.ledger_missing())
+    if "events" in context.sources and context.events is None:
+        return context.not_checked(check, FLOW, evidence, context.events_missing())
+    both = context.events is not None and context.ledger is not None
+    if both and context.events.conn is not context.ledger.conn:  # type: ignore[union-attr]
+        why = "the events and the ledger are in two databases: no query joins them"
+        return context.not_checked(check, FLOW, evidence, why)
+    conn = context.events.conn if context.events is not None else context.ledger.conn  # type: ignore[union-attr]
+    ranges = _ranges(context).cte("ranges")
+    a, b = ranges.alias("a"), ranges.alias("b")
+    rows = context.fetch(
+        conn,
+        sa.select(
+            a.c.app_name, a.c.session_id, a.c.start_s.label("a_start"), b.c.start_s.label("b_start")
+        ).where(
+            a.c.app_name == b.c.app_name,
+            a.c.session_id == b.c.session_id,
+            a.c.invocation_id != b.c.invocation_id,
+            sa.or_(
+                a.c.start_s < b.c.start_s,
+                sa.and_(a.c.start_s == b.c.start_s, a.c.invocation_id < b.c.invocation_id),
+            ),
+            a.c.end_s > b.c.start_s,
+        ),
+    )
+    pairs = pd.DataFrame(
+        [tuple(r) for r in rows], columns=["app_name", "session_id", "a_start", "b_start"]
+    ).sort_values(["session_id", "a_start", "b_start"], kind="stable")
+    held = {
+        r.app_name
+        for r in context.fetch(conn, sa.select(ranges.c.app_name).group_by(ranges.c.app_name))
+    }
+    detail = context.computed("events", "ledger")
+    lines: list[CardLine] = []
+    for app in context.apps:
+        if app not in held:  # as in memory: an app with no turn and no run is not checked
+            line = not_checked(check, FLOW, evidence, "no event and no ledger run")
+        else:
+            line = {**_overlap_line(pairs.loc[pairs["app_name"].eq(app)]), "detail": detail}
+        lines.append({**line, "app": app})
+    return lines
+
+
+def _ranges(context: EngineCardContext) -> sa.Select[Any]:
+    """Per app, session and invocation: ``start_s`` and ``end_s`` (epoch seconds), as
+    :func:`invocation_ranges` gives them."""
+    from incidentkit.flows.engine_card import event_conditions, ledger_conditions
+
+    parts = []
+    if context.events is not None:
+        conn, table = context.events.conn, context.events.table
+        flags = queries.event_flags(conn, table)
+        ts = dialects.epoch_seconds(conn, table.column("ts"), table.storage)
+        inv = table.column("invocation_id")
+        keys = [table.column(c).label(c) for c in ("app_name", "session_id", "invocation_id")]
+        parts.append(
+            sa.select(
+                *keys,
+                sa.func.min(ts).label("e_start"),
+                sa.literal(None, sa.Double).label("l_start"),
+                sa.func.max(ts).label("end_s"),
+            )
+            .where(*event_conditions(context), inv.is_not(None), ts.is_not(None), ~flags["marker"])
+            .group_by(*(table.column(c) for c in ("app_name", "session_id", "invocation_id")))
+        )
+    if context.ledger is not None:
+        conn, runs = context.ledger.conn, context.ledger.table
+        keys = [runs.column(c).label(c) for c in ("app_name", "session_id", "invocation_id")]
+        parts.append(
+            sa.select(
+                *keys,
+                sa.literal(None, sa.Double).label("e_start"),
+                sa.func.min(runs.seconds(conn, "started_at")).label("l_start"),
+                sa.func.max(runs.seconds(conn, "updated_at")).label("end_s"),
+            )
+            .where(
+                *ledger_conditions(context),
+                runs.column("invocation_id").is_not(None),
+                runs.column("started_at").is_not(None),
+            )
+            .group_by(*(runs.column(c) for c in ("app_name", "session_id", "invocation_id")))
+        )
+    both = (sa.union_all(*parts) if len(parts) > 1 else parts[0]).subquery("both")
+    c = both.c
+    start = sa.func.coalesce(sa.func.min(c.e_start), sa.func.min(c.l_start))
+    return sa.select(
+        c.app_name,
+        c.session_id,
+        c.invocation_id,
+        start.label("start_s"),
+        sa.func.coalesce(sa.func.max(c.end_s), start).label("end_s"),
+    ).group_by(c.app_name, c.session_id, c.invocation_id)

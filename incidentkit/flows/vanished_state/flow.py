@@ -58,6 +58,7 @@ FLOW = Flow(
             checks=("overlapping-invocations",),
             module="incidentkit.flows.vanished_state.card",
             function="overlap_lines",
+            engine="overlap_engine_lines",
         ),
     ),
 )

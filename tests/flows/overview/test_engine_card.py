@@ -1,0 +1,240 @@
+"""The triage card computed in the engine (``card_engine``) equals the in-memory card line for
+line: simulated incidents written into SQLite, PostgreSQL and MariaDB (ADK Java's event table,
+ADK Python's ``events`` store), judged both ways; missing evidence is NOT_CHECKED with why;
+and the engine path reads no events or ledger frame, only aggregates and flagged rows."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import incidentkit.evidence as evidence_module
+from incidentkit.errors import ParameterError
+from incidentkit.evidence import Evidence
+from incidentkit.flows import engine_card
+from incidentkit.flows.overview import steps
+from incidentkit.flows.overview.card import CHECKS
+from incidentkit.flows.overview.triage import OverviewReport
+from incidentkit.simulate import simulate
+from incidentkit.sources.registry import loader_for
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
+UNREAD = ("spans", "diagnostics")
+"""Sections the engine card does not read: left out of the packs compared, so both cards see
+the same evidence."""
+ENGINE_ONLY_IN_MEMORY = ("state-can-vanish", "growing-classes", "heap-growth")
+"""Checks the engine card does not compute from the database (NOT_CHECKED, or the JVM's files)."""
+COMPARED = ["app", "check", "severity", "count", "title", "flow", "evidence", "session_id"]
+SCENARIO, SCALE = "healthy", 4
+"""The latency incident (hangs, so flagged rows travel) at this scale: enough events that
+what travels is far fewer."""
+pytestmark = pytest.mark.xdist_group("engine_card")
+
+
+def without_sections(pack: Path, drop: tuple[str, ...]) -> None:
+    """Leave the ``drop`` sections out of the pack's manifest (the simulator wrote it: ours)."""
+    manifest = pack / "evidence.toml"
+    kept, skipping = [], False
+    for text in manifest.read_text().splitlines():
+        header = re.match(r"^\[([^\]]+)\]$", text)
+        if header:
+            skipping = header.group(1) in drop
+        if not skipping:
+            kept.append(text)
+    manifest.write_text("\n".join(kept) + "\n")
+
+
+def written(
+    scenario: str,
+    url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    events_format: str = "adk-java",
+) -> Path:
+    pack = simulate(scenario, tmp_path / scenario, into=url, events_format=events_format)
+    monkeypatch.setenv("INCIDENT_DB_URL", url)
+    without_sections(pack, UNREAD)
+    return pack
+
+
+def both_cards(pack: Path) -> tuple[pd.DataFrame, pd.DataFrame, OverviewReport]:
+    """The engine card and the in-memory card of ``pack`` (every app), and the engine report."""
+    incident, settings = steps.setup(pack, card_engine="yes")
+    report = steps.triage(incident, settings)
+    memory_incident, memory_settings = steps.setup(pack, card_engine="no")
+    memory = steps.triage(memory_incident, memory_settings).card
+    return report.card, memory, report
+
+
+def assert_equal_cards(engine: pd.DataFrame, memory: pd.DataFrame) -> None:
+    """Line for line equal on every check the engine computes; the others NOT_CHECKED."""
+
+    def keyed(card: pd.DataFrame) -> pd.DataFrame:
+        kept = card.loc[~card["check"].isin(ENGINE_ONLY_IN_MEMORY), COMPARED].astype(object)
+        kept = kept.where(kept.notna(), None)  # a missing session is None in both
+        return kept.sort_values(["app", "check"], kind="stable").reset_index(drop=True)
+
+    pd.testing.assert_frame_equal(keyed(engine), keyed(memory))
+    state = engine.loc[engine["check"].eq("state-can-vanish")]
+    assert len(state) and state["severity"].eq("NOT_CHECKED").all()
+    assert state["title"].str.contains("not computed in the engine").all()
+
+
+DATABASES = [
+    "sqlite",
+    pytest.param("postgresql", marks=pytest.mark.postgres),
+    pytest.param("mysql", marks=pytest.mark.mysql),
+]
+
+
+@pytest.fixture(params=DATABASES)
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database of each kind the engine card queries."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'incident.sqlite'}"
+    url: str = request.getfixturevalue("pg_url" if request.param == "postgresql" else "mysql_url")
+    return url
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("scenario", "needs_a_look"),
+    [
+        ("runaway", "over-call-limit"),
+        ("latency_cliff", "open-past-timeout"),
+        ("crash_recovery", "orphans"),
+        ("vanished_state", "overlapping-invocations"),
+    ],
+)
+def test_the_engine_card_equals_the_in_memory_card(
+    scenario: str,
+    needs_a_look: str,
+    database: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pack = written(scenario, database, tmp_path, monkeypatch)
+    engine, memory, report = both_cards(pack)
+    assert_equal_cards(engine, memory)
+    flagged = engine.loc[engine["check"].eq(needs_a_look)]
+    assert flagged["severity"].isin(["CRITICAL", "WARNING"]).any()  # the incident's own line
+    assert report.computed.startswith("computed in ")
+    assert " over adk_event, agent_run" in report.computed
+    judged = ~engine["check"].isin(ENGINE_ONLY_IN_MEMORY) & engine["severity"].ne("NOT_CHECKED")
+    computed = engine.loc[judged, "detail"]
+    assert computed.str.startswith("computed in ").all()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", ["runaway", "crash_recovery"])
+def test_adk_pythons_store_gives_the_in_memory_card(
+    scenario: str, database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pack = written(scenario, database, tmp_path, monkeypatch, events_format="adk-python")
+    engine, memory, report = both_cards(pack)
+    assert_equal_cards(engine, memory)
+    assert " over events, agent_run" in report.computed
+
+
+@pytest.mark.slow
+def test_the_engine_reads_no_event_document_only_aggregates_and_flagged_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No frame of the evidence is loaded; the queries return no event document column; the
+    rows that travel are far fewer than the events; the loader reads only flagged sessions."""
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    pack = simulate(SCENARIO, tmp_path / "pack", into=url, scale=SCALE)
+    monkeypatch.setenv("INCIDENT_DB_URL", url)
+    without_sections(pack, UNREAD)
+    read: list[str] = []
+    real = loader_for
+
+    def spy(section: str, fmt: str | None = None) -> Callable[..., object]:
+        read.append(section)
+        return real(section, fmt)
+
+    monkeypatch.setattr(evidence_module, "loader_for", spy)
+    incident, settings = steps.setup(pack, card_engine="yes")
+    whole = incident.narrowed(replace(incident.filters, app_name=None))
+    with engine_card.opened(
+        apps=settings.apps,
+        filters=whole.filters,
+        as_of=settings.as_of,
+        profiles={app: steps.profile_of(incident, app) for app in settings.apps},
+        sources=incident.sources,
+        environ=incident.environ,
+    ) as context:
+        lines = engine_card.engine_lines(context)
+        travelled = context.travelled
+    report = steps.triage(incident, settings)
+    steps.findings(report, incident, settings)
+    assert read == []  # setup, the card and the findings loaded no section of the evidence
+    assert set(lines["check"]) == set(CHECKS)
+    assert not travelled.columns & {"event", "event_data", "request"}
+    monkeypatch.setattr(evidence_module, "loader_for", real)
+    full = Evidence(incident.manifest, filters=whole.filters, environ=incident.environ)
+    events, runs = len(full.events), len(full.runs)
+    # one row per run (the cliff's series), aggregates, flagged invocations: never per event
+    assert travelled.rows < events / 2
+    # flagged invocations only: the open runs' sessions, and the loop search of the runaway
+    # check over the invocations at the healthy p99 count and above (many, in traffic whose
+    # counts take few values: docs/engine-card.md)
+    assert 0 < travelled.loaded.get("events", 0) < events
+    assert travelled.loaded.get("ledger", 0) < runs / 10
+
+
+@pytest.mark.slow
+def test_evidence_the_engine_does_not_hold_is_not_checked_with_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger kept as a CSV export beside events in a database: ``auto`` loads the frames;
+    ``yes`` says which checks the ledger feeds cannot be computed, and why."""
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    pack = written("crash_recovery", url, tmp_path, monkeypatch)
+    shutil.copy(FIXTURES / "crash_recovery" / "ledger.csv", pack / "ledger.csv")
+    manifest = pack / "evidence.toml"
+    text = manifest.read_text()
+    text = re.sub(
+        r"\[ledger\]\n(?:[^\[\n].*\n)*", '[ledger]\npath = "ledger.csv"\nformat = "csv"\n\n', text
+    )
+    manifest.write_text(text)
+    incident, settings = steps.setup(pack)
+    assert settings.card_engine == "auto"
+    assert not engine_card.engine_chosen("auto", incident.sources)
+    incident, settings = steps.setup(pack, card_engine="yes")
+    card = steps.triage(incident, settings).card
+    for check in ("orphans", "open-past-timeout", "latency-cliff", "quiet-errors"):
+        found = card.loc[card["check"].eq(check)]
+        assert len(found) and found["severity"].eq("NOT_CHECKED").all(), check
+        assert found["title"].str.contains("ledger is kept elsewhere").all(), check
+    calls = card.loc[card["check"].eq("over-call-limit")]  # the events alone feed it
+    assert not calls["severity"].eq("NOT_CHECKED").all()
+
+
+def test_auto_chooses_the_engine_only_for_a_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = steps.setup(FIXTURES / "runaway")[0].sources  # JSONL events, CSV ledger
+    assert not engine_card.engine_chosen("auto", files)
+    assert engine_card.engine_chosen("yes", files) and not engine_card.engine_chosen("no", files)
+    pack = written("runaway", f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path, monkeypatch)
+    assert engine_card.engine_chosen("auto", steps.setup(pack)[0].sources)
+    with pytest.raises(ParameterError, match="unknown card_engine"):
+        steps.setup(pack, card_engine="sometimes")
+
+
+def test_without_a_database_every_engine_check_says_why(tmp_path: Path) -> None:
+    """The bundled JSONL/CSV incident with card_engine = yes: no line is computed from files
+    it would have to load, each NOT_CHECKED naming the source."""
+    incident, settings = steps.setup(FIXTURES / "runaway", card_engine="yes")
+    card = steps.triage(incident, settings).card
+    assert len(card) and card["severity"].eq("NOT_CHECKED").all()
+    assert card["title"].str.contains("not a database table|kept elsewhere|not computed").all()
+    assert steps.coverage(incident, settings).startswith("Coverage not measured")
