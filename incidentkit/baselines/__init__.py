@@ -2,11 +2,11 @@
 
 A flow asks for a baseline of one source (``[events]`` or ``[ledger]``) over a window; a
 database computes it with the Core queries of :mod:`.queries` (PostgreSQL, MySQL/MariaDB,
-SQLite, over the kit's read-only connection), JSONL or Parquet files with DuckDB
-(:mod:`.files`). :func:`pushable` says whether a source can be; otherwise the flows fall back
-to loading the window's frames into pandas. Every result says where it was computed
-(``where``), for the findings text. The dialect features used are in :mod:`.dialects` and
-``docs/baselines.md``.
+SQLite, over the kit's read-only connection), JSONL or Parquet files with the same queries
+run by DuckDB in-process over a view of the files (:mod:`.files`). :func:`pushable` says
+whether a source can be; otherwise the flows fall back to loading the window's frames into
+pandas. Every result says where it was computed (``where``), for the findings text. The
+dialect features used are in :mod:`.dialects` and ``docs/baselines.md``.
 """
 
 from __future__ import annotations
@@ -20,14 +20,12 @@ import pandas as pd
 from sqlalchemy.engine import Connection
 
 from incidentkit.baselines import files, queries
-from incidentkit.baselines.dialects import check_engine, is_mariadb, prepare
+from incidentkit.baselines.dialects import NAMES, check_engine, is_mariadb, prepare
 from incidentkit.errors import ParameterError
 from incidentkit.manifest import PARQUET, Filters, SourceSpec
 from incidentkit.sources import sql
 
 __all__ = ["Baseline", "call_histogram", "error_buckets", "latency_summary", "pushable"]
-
-_NAMES = {"postgresql": "PostgreSQL", "sqlite": "SQLite", "mysql": "MySQL"}
 
 
 @dataclass(frozen=True)
@@ -63,7 +61,7 @@ def _connected(
 
 
 def _engine_name(conn: Connection) -> str:
-    return "MariaDB" if is_mariadb(conn) else _NAMES[conn.dialect.name]
+    return "MariaDB" if is_mariadb(conn) else NAMES[conn.dialect.name]
 
 
 def _files_label(spec: SourceSpec) -> str:

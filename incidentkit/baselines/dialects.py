@@ -2,58 +2,81 @@
 
 Everything else in :mod:`.queries` is plain SQLAlchemy Core that every engine speaks
 (``CASE``, ``COALESCE``, ``LIKE``, ``LOWER``, ``GROUP BY``, ``MIN``/``MAX``/``SUM``/``COUNT``,
-sub-queries). Five features differ between engines; each is one function here, and
-``docs/baselines.md`` lists what each engine (and BigQuery, Trino, Spark SQL) calls:
+sub-queries). Five features differ between engines; each is one function here, keyed on the
+SQLAlchemy dialect's name, and ``docs/baselines.md`` has the table of every spelling:
 
-=================  =====================================  ======================================
-feature            function                               PostgreSQL / SQLite / MariaDB, MySQL
-=================  =====================================  ======================================
-JSON field text    :func:`json_text`                      ``->>`` / ``json_extract`` /
-                                                          ``JSON_UNQUOTE(JSON_EXTRACT())``
-epoch seconds      :func:`epoch_seconds`                  ``EXTRACT(EPOCH FROM)`` /
-                                                          ``strftime('%s')`` + fraction /
-                                                          ``UNIX_TIMESTAMP``
-time bucket        :func:`time_bucket`                    ``floor(e / s) * s`` / integer cast /
-                                                          ``FLOOR``
-percentile         :func:`percentiles`                    ``percentile_cont WITHIN GROUP`` /
-                                                          window functions / ``PERCENTILE_CONT
-                                                          OVER ()`` (MariaDB), window functions
-                                                          (MySQL)
-=================  =====================================  ======================================
+- JSON field as text (:func:`json_text`): ``->>``, ``json_extract``, ``JSON_UNQUOTE``,
+  ``json_extract_string`` (DuckDB), ``JSON_VALUE``/``JSON_QUERY`` (BigQuery), ``JSONType`` +
+  ``JSONExtractString``/``JSONExtractRaw`` (ClickHouse);
+- a part with a key (:func:`has_item_key`): ``@>``, ``JSON_CONTAINS_PATH``, ``arrayExists``
+  (ClickHouse), else ``LIKE`` on the parts' text;
+- epoch seconds (:func:`epoch_seconds`): ``EXTRACT(EPOCH)``, ``strftime``, ``UNIX_TIMESTAMP``,
+  ``epoch_us`` (DuckDB), ``UNIX_MICROS`` (BigQuery), ``toUnixTimestamp64Micro`` (ClickHouse);
+- time bucket (:func:`time_bucket`): ``floor(e / s) * s``, an integer cast on SQLite;
+- continuous percentile (:func:`percentiles`): ``percentile_cont WITHIN GROUP``, ``PERCENTILE_CONT
+  OVER ()`` (MariaDB, BigQuery), window functions (SQLite, MySQL), ``quantile_cont`` (DuckDB),
+  ``quantileExactInclusiveOrNull`` (ClickHouse).
 
-DuckDB (files, :mod:`.files`) uses ``json_extract_string``, ``LIKE`` on the parts' text,
-``floor`` and ``quantile_cont`` (its times are the events' own epoch numbers). Percentiles
-are continuous (linear interpolation), as pandas' and numpy's default, so every engine gives
-the numbers the pandas path gives.
+Percentiles are continuous (linear interpolation), as pandas' and numpy's default, so every
+engine gives the numbers the pandas path gives. A dialect with no spelling is refused, named.
+The functions take anything with a ``dialect`` (a connection, an engine), so an expression can
+be compiled for a warehouse that is not reachable from here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.functions import FunctionElement
+from sqlalchemy.sql.visitors import InternalTraversal
 
 from incidentkit.errors import SourceError
 from incidentkit.sources.sql import TimeStorage
 
-ENGINES = ("postgresql", "sqlite", "mysql")
-"""The SQLAlchemy dialect names the queries run on (MariaDB reports ``mysql``)."""
+ENGINES = ("postgresql", "sqlite", "mysql", "duckdb", "bigquery", "clickhousedb")
+"""The SQLAlchemy dialect names with a spelling of every feature (MariaDB reports ``mysql``;
+``duckdb`` is ``duckdb_engine``, ``bigquery`` ``sqlalchemy-bigquery``, ``clickhousedb``
+clickhouse-connect's own dialect)."""
+NAMES = {
+    "postgresql": "PostgreSQL",
+    "sqlite": "SQLite",
+    "mysql": "MySQL",
+    "duckdb": "DuckDB",
+    "bigquery": "BigQuery",
+    "clickhousedb": "ClickHouse",
+}
+"""How findings name each engine."""
 
 
-def check_engine(conn: Connection, *, what: str) -> str:
+class Bound(Protocol):
+    """What the features need of a connection: its dialect (an engine has one too)."""
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+
+def check_engine(conn: Bound, *, what: str) -> str:
     """The dialect name of ``conn``, refused when the feature set has no spelling for it."""
     name = conn.dialect.name
     if name not in ENGINES:
         raise SourceError(
             f"{what}: no baseline queries for this database kind",
             value=name,
-            fix="use PostgreSQL, MySQL/MariaDB or SQLite, or leave baseline empty",
+            fix="use PostgreSQL, MySQL/MariaDB, SQLite, DuckDB, BigQuery or ClickHouse, or "
+            "leave baseline empty",
         )
     return name
+
+
+def _engine(conn: Bound) -> str:
+    return check_engine(conn, what="baseline query")
 
 
 WORK_MEM = "256MB"
@@ -61,14 +84,14 @@ WORK_MEM = "256MB"
 aggregate in memory (the server's default 4MB spills to disk and doubles the time)."""
 
 
-def prepare(conn: Connection) -> None:
+def prepare(conn: sa.Connection) -> None:
     """Session settings of a baseline's read-only transaction (``SET LOCAL``: gone at its
     rollback; nothing is written)."""
     if conn.dialect.name == "postgresql":
         conn.exec_driver_sql(f"SET LOCAL work_mem = '{WORK_MEM}'")
 
 
-def is_mariadb(conn: Connection) -> bool:
+def is_mariadb(conn: Bound) -> bool:
     """MariaDB (which has ``PERCENTILE_CONT``) rather than MySQL (which has none)."""
     return conn.dialect.name == "mysql" and bool(getattr(conn.dialect, "is_mariadb", False))
 
@@ -78,31 +101,48 @@ def json_path(keys: Sequence[str]) -> str:
     return "$." + ".".join(keys)
 
 
-def json_text(conn: Connection, doc: ColumnElement[Any], keys: Sequence[str]) -> ColumnElement[str]:
-    """The value at ``keys`` inside the JSON document ``doc`` as text; NULL when absent.
+def json_text(conn: Bound, doc: ColumnElement[Any], keys: Sequence[str]) -> ColumnElement[str]:
+    """The value at ``keys`` inside the JSON document ``doc`` as text; NULL when absent or
+    null.
 
-    Objects and arrays come back as JSON text, ``true`` as ``'true'`` (``'1'`` on SQLite).
+    Objects and arrays come back as JSON text (compact, ``"key":``, where the part test reads
+    it: SQLite, DuckDB, BigQuery), ``true`` as ``'true'`` (``'1'`` on SQLite).
     """
-    name = conn.dialect.name
+    name = _engine(conn)
+    path = json_path(keys)
     if name == "postgresql":
         return _pg_json(doc, keys)
     if name == "sqlite":
-        return sa.cast(sa.func.json_extract(doc, json_path(keys)), sa.Text)
+        return sa.cast(sa.func.json_extract(doc, path), sa.Text)
+    if name == "duckdb":
+        return sa.func.json_extract_string(doc, path, type_=sa.Text)
+    if name == "bigquery":
+        # JSON_VALUE gives scalars (NULL for objects, arrays and null), JSON_QUERY the rest.
+        whole = sa.func.nullif(sa.func.json_query(doc, path), "null")
+        return sa.func.coalesce(sa.func.json_value(doc, path), whole, type_=sa.Text)
+    if name == "clickhousedb":
+        kind = sa.func.JSONType(doc, *keys)  # 'Null' for an absent key too
+        return sa.case(
+            (kind == "String", sa.func.JSONExtractString(doc, *keys)),
+            (kind == "Null", sa.null()),
+            else_=sa.func.JSONExtractRaw(doc, *keys),  # compact: [{"functionCall":{...}}]
+        )
     # MySQL/MariaDB unquote a JSON null to the text 'null': read it as NULL.
-    return sa.func.nullif(sa.func.json_unquote(sa.func.json_extract(doc, json_path(keys))), "null")
+    return sa.func.nullif(sa.func.json_unquote(sa.func.json_extract(doc, path)), "null")
 
 
 def has_item_key(
-    conn: Connection, doc: ColumnElement[Any], keys: Sequence[str], item_key: str
+    conn: Bound, doc: ColumnElement[Any], keys: Sequence[str], item_key: str
 ) -> ColumnElement[bool]:
     """Whether the JSON array at ``keys`` in ``doc`` holds an object with the key
     ``item_key`` whose value is an object (a part's ``functionCall``); false when absent.
 
     PostgreSQL tests containment (``@>``), MySQL/MariaDB ``JSON_CONTAINS_PATH`` with a
-    wildcard; SQLite looks for the key in the array's text (``"functionCall":``), which only
-    a key can match (a quote inside a JSON string is escaped).
+    wildcard, ClickHouse each item's ``JSONType``; SQLite, DuckDB and BigQuery look for the key
+    in the array's compact text (``"functionCall":``), which only a key can match (a quote
+    inside a JSON string is escaped).
     """
-    name = conn.dialect.name
+    name = _engine(conn)
     if name == "postgresql":
         array: ColumnElement[Any] = sa.cast(doc, JSONB)
         for key in keys:
@@ -112,6 +152,9 @@ def has_item_key(
     if name == "mysql":
         path = json_path(keys) + f"[*].{item_key}"
         return sa.func.coalesce(sa.func.json_contains_path(doc, "one", path), 0) == 1
+    if name == "clickhousedb":
+        test = Lambda("item", sa.func.JSONType(sa.column("item"), item_key) == "Object")
+        return sa.func.arrayExists(test, sa.func.JSONExtractArrayRaw(doc, *keys)) == 1
     text = sa.func.coalesce(json_text(conn, doc, keys), "")
     return text.like(f'%"{item_key}":%')
 
@@ -126,60 +169,137 @@ def _pg_json(doc: ColumnElement[Any], keys: Sequence[str]) -> ColumnElement[str]
 
 
 def epoch_seconds(
-    conn: Connection, ts: ColumnElement[Any], storage: TimeStorage
+    conn: Bound, ts: ColumnElement[Any], storage: TimeStorage
 ) -> ColumnElement[float]:
     """Seconds since 1970 (UTC) of the time column ``ts``, to the microsecond.
 
     Naive columns hold UTC wall time (ADK writes them so; MySQL sessions of the kit run in
-    UTC); SQLite text is SQLAlchemy's ``YYYY-MM-DD HH:MM:SS.ffffff``.
+    UTC; BigQuery's ``DATETIME``); SQLite text is SQLAlchemy's ``YYYY-MM-DD HH:MM:SS.ffffff``.
+    The engines that count microseconds in an integer (DuckDB, BigQuery, ClickHouse) divide
+    it once, exactly rounded.
     """
+    name = _engine(conn)
     if storage == "epoch_s":
         return sa.cast(ts, sa.Double)
-    name = conn.dialect.name
+    million = sa.literal(1e6, sa.Double)
     if name == "postgresql":
         return sa.type_coerce(sa.extract("epoch", ts), sa.Double)  # numeric: exact
     if name == "sqlite":
         whole = sa.cast(sa.func.strftime("%s", ts), sa.Double)
         fraction = sa.func.coalesce(sa.cast(sa.func.substr(ts, 20), sa.Double), 0.0)
         return whole + fraction
+    if name == "duckdb":  # TIMESTAMP (naive, UTC) and TIMESTAMPTZ alike
+        micros: ColumnElement[Any] | None = sa.func.epoch_us(ts)
+    elif name == "bigquery":  # a DATETIME is UTC wall time
+        micros = sa.func.unix_micros(sa.func.timestamp(ts) if storage == "naive" else ts)
+    elif name == "clickhousedb":  # DateTime and DateTime64 are instants
+        micros = sa.func.toUnixTimestamp64Micro(sa.func.toDateTime64(ts, 6))
+    else:
+        micros = None
+    if micros is not None:
+        return sa.type_coerce(sa.cast(micros, sa.Double) / million, sa.Double)
     # DECIMAL(.., 6) for DATETIME(6): exact to the microsecond (never CAST AS FLOAT: 4 bytes).
     return sa.type_coerce(sa.func.unix_timestamp(ts), sa.Double)
 
 
-def time_bucket(conn: Connection, seconds: ColumnElement[float], size: float) -> ColumnElement[Any]:
+def time_bucket(conn: Bound, seconds: ColumnElement[float], size: float) -> ColumnElement[Any]:
     """The start (epoch seconds) of the ``size``-second bucket holding ``seconds`` (>= 0)."""
     step = sa.literal(float(size))
-    if conn.dialect.name == "sqlite":  # no floor() without the math extension; epochs are >= 0
+    if _engine(conn) == "sqlite":  # no floor() without the math extension; epochs are >= 0
         return sa.cast(seconds / step, sa.Integer) * step
     return sa.func.floor(seconds / step) * step
 
 
 def percentiles(
-    conn: Connection, values: sa.Subquery, column: str, quantiles: Sequence[float]
+    conn: Bound, values: sa.Subquery, column: str, quantiles: Sequence[float]
 ) -> sa.Select[Any]:
     """One row: the continuous percentiles ``quantiles`` of ``values.c[column]`` (NULLs left
     out), labelled ``q0``, ``q1``, ...; all NULL when there is no value."""
     x = values.c[column]
-    name = conn.dialect.name
+    name = _engine(conn)
+    labels = [f"q{i}" for i in range(len(quantiles))]
+    out: sa.Select[Any]
     if name == "postgresql":
-        return sa.select(
+        out = sa.select(
             *(
-                sa.func.percentile_cont(q).within_group(x).label(f"q{i}")
-                for i, q in enumerate(quantiles)
+                sa.func.percentile_cont(q).within_group(x).label(label)
+                for q, label in zip(quantiles, labels, strict=True)
             )
         ).where(x.is_not(None))
-    if is_mariadb(conn):
+        return out
+    if name == "duckdb":
+        out = sa.select(
+            *(
+                sa.func.quantile_cont(x, float(q)).label(label)
+                for q, label in zip(quantiles, labels, strict=True)
+            )
+        ).where(x.is_not(None))
+        return out
+    if name == "clickhousedb":  # the inclusive exact quantile is numpy's linear one
+        exact: list[ColumnElement[Any]] = [
+            Parametric("quantileExactInclusiveOrNull", float(q), x).label(label)
+            for q, label in zip(quantiles, labels, strict=True)
+        ]
+        out = sa.select(*exact).where(x.is_not(None))
+        return out
+    if is_mariadb(conn) or name == "bigquery":
         window = sa.select(
             *(
-                sa.func.percentile_cont(q).within_group(x).over().label(f"q{i}")
-                for i, q in enumerate(quantiles)
+                (  # BigQuery's percentile is a literal, not a query parameter
+                    sa.func.percentile_cont(x, sa.literal(float(q), literal_execute=True)).over()
+                    if name == "bigquery"
+                    else sa.func.percentile_cont(q).within_group(x).over()
+                ).label(label)
+                for q, label in zip(quantiles, labels, strict=True)
             )
         ).where(x.is_not(None))
         inner = window.subquery("pct")
-        return sa.select(
-            *(sa.func.max(inner.c[f"q{i}"]).label(f"q{i}") for i in range(len(quantiles)))
-        )
+        return sa.select(*(sa.func.max(inner.c[label]).label(label) for label in labels))
     return _window_percentiles(values, column, quantiles)
+
+
+class Parametric(FunctionElement[float]):
+    """A ClickHouse parametric aggregate, ``name(parameter)(argument)``: the parameter is a
+    number the kit chose (a quantile), rendered as such; the argument is compiled."""
+
+    inherit_cache = True
+    type = sa.Double()
+    _traverse_internals: list[tuple[str, InternalTraversal]] = [  # noqa: RUF012 (SQLAlchemy's own)
+        *FunctionElement._traverse_internals,
+        ("fname", InternalTraversal.dp_string),
+        ("parameter", InternalTraversal.dp_plain_obj),
+    ]
+
+    def __init__(self, fname: str, parameter: float, argument: ColumnElement[Any]) -> None:
+        self.fname = fname
+        self.parameter = float(parameter)
+        super().__init__(argument)
+
+
+@compiles(Parametric)
+def _parametric(element: Parametric, compiler: SQLCompiler, **kw: Any) -> str:
+    arguments = compiler.process(element.clauses, **kw)
+    return f"{element.fname}({element.parameter!r})({arguments})"
+
+
+class Lambda(ColumnElement[Any]):
+    """A ClickHouse lambda, ``name -> body``, for ``arrayExists`` and its kin."""
+
+    __visit_name__ = "ik_lambda"
+    inherit_cache = True
+    _traverse_internals: list[tuple[str, InternalTraversal]] = [  # noqa: RUF012 (SQLAlchemy's own)
+        ("name", InternalTraversal.dp_string),
+        ("body", InternalTraversal.dp_clauseelement),
+    ]
+
+    def __init__(self, name: str, body: ColumnElement[Any]) -> None:
+        self.name = name
+        self.body = body
+
+
+@compiles(Lambda)
+def _lambda(element: Lambda, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"{element.name} -> {compiler.process(element.body, **kw)}"
 
 
 def _window_percentiles(

@@ -1,15 +1,25 @@
-"""The baseline aggregates over JSONL or Parquet exports, computed by DuckDB in-process.
+"""The baseline aggregates over JSONL or Parquet exports: the Core queries, run by DuckDB.
 
-DuckDB reads the files itself (``read_json_objects``, ``read_parquet``), so a week of events
-never becomes Python objects: only the aggregates come back. The shapes read are the kit's
-event lines (``docs/manifest.md``): events carrying ``appName``/``userId``/``sessionId``
-(or snake_case), bare events (their app from ``[events] app_name``), and rows of an events
-table with the event nested in ``event_column`` (an object or JSON text); a Parquet file is
-read as such rows (``COPY adk_event TO 'events.parquet'``). Timestamps are epoch
-milliseconds (ADK Java) or seconds (ADK Python), told apart as the normaliser does (at 1e11).
+DuckDB reads the files itself (``read_ndjson_objects``, ``read_parquet``), so a week of
+events never becomes Python objects: only the aggregates come back. The files are opened
+through SQLAlchemy (``duckdb_engine``, ``duckdb://``) as a view shaped like ADK Java's table
+(:data:`VIEW`: ``event_id, app_name, user_id, session_id, invocation_id, ts, event``, the event
+as JSON text, ``ts`` a ``TIMESTAMP`` in UTC), and the aggregates are :mod:`.queries`' own
+(:func:`.queries.call_histogram`, :func:`.queries.event_runs`, ...) in DuckDB's spelling of
+the feature set (:mod:`.dialects`).
 
-The per-event flags are those of :mod:`.queries`, in DuckDB's spelling of the feature set:
-``json_extract_string``, ``floor``, ``quantile_cont``.
+The shapes read are the kit's event lines (``docs/manifest.md``): events carrying
+``appName``/``userId``/``sessionId`` (or snake_case), bare events (their session from
+``[events] app_name``, ``user_id``, ``session_id``), and rows of an events table with the event
+nested in ``event_column`` (an object or JSON text); a Parquet file is read as such rows
+(``COPY adk_event TO 'events.parquet'``), its event column text or a struct. Timestamps are the
+events' own epoch numbers: milliseconds (ADK Java) or seconds (ADK Python), told apart as the
+normaliser does (at 1e11). Keys are camelCase or snake_case as the first event has them.
+
+DuckDB runs in-process with a memory limit, spills into a private temporary folder (removed
+after), installs and loads no extension on its own, and may open only the evidence files (for
+reading: the kit issues no write) and that folder (``enable_external_access = false``,
+``allowed_paths``, then ``lock_configuration``).
 """
 
 from __future__ import annotations
@@ -17,15 +27,21 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
-from incidentkit.baselines.queries import QUANTILES, bucket_frame, histogram_frame
+from incidentkit.baselines import queries
 from incidentkit.errors import SourceError
 from incidentkit.manifest import Filters, SourceSpec
+from incidentkit.sources import sql
+from incidentkit.sources.events import JAVA_COLUMNS, JAVA_TABLE
 from incidentkit.sources.evidence_files import expand_paths
 
 LINE_SUFFIXES = (".jsonl", ".ndjson", ".json")
@@ -33,6 +49,13 @@ PARQUET_SUFFIXES = (".parquet", ".pq")
 MS_THRESHOLD = 1e11
 MEMORY_LIMIT = "512MB"
 """DuckDB's own memory cap: it spills to disk past it, so a baseline never takes the host."""
+THREADS = 2
+VIEW = JAVA_TABLE
+"""The view over the files: ADK Java's table (``adk_event``) and its columns."""
+RUNS = "ik_runs"
+"""The temporary table of one row per run a latency summary reads twice (counts, then
+percentiles): the files are scanned once."""
+_TEXT_TYPES = ("VARCHAR", "JSON")
 
 
 def readable(spec: SourceSpec) -> bool:
@@ -60,18 +83,22 @@ def readable(spec: SourceSpec) -> bool:
 
 
 def _parquet_rows(path: Path, column: str) -> bool:
-    """Whether a Parquet file holds events-table rows (an ``app_name`` and the event column),
-    not frames of some other shape."""
+    """Whether a Parquet file holds events-table rows (an ``app_name`` and the event column
+    as JSON text), not frames of some other shape (an event as a struct: its null fields
+    would read as keys)."""
     import duckdb
 
-    conn = duckdb.connect(config={"autoload_known_extensions": False})
+    conn = duckdb.connect(
+        config={"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+    )
     try:
-        rows = conn.execute("SELECT name FROM parquet_schema(?)", [str(path)]).fetchall()
+        rows = conn.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()
     except duckdb.Error:
         return False
     finally:
         conn.close()
-    return {"app_name", column} <= {str(row[0]) for row in rows}
+    types = {str(row[0]): str(row[1]) for row in rows}
+    return "app_name" in types and types.get(column) in _TEXT_TYPES
 
 
 def _first_record(path: Path) -> Any:
@@ -85,205 +112,210 @@ def _first_record(path: Path) -> Any:
     return None
 
 
-def _source(spec: SourceSpec) -> tuple[str, list[str], bool, bool]:
-    """The FROM clause yielding one JSON ``r`` per record, its paths, whether records are
-    rows (the event nested), and whether they are ADK Python's (snake_case, seconds)."""
-    paths = expand_paths(spec.paths, what="events")
-    names = [str(p) for p in paths]
-    if all(p.suffix.lower() in PARQUET_SUFFIXES for p in paths):
-        return "(SELECT to_json(p) AS r FROM read_parquet($paths) p)", names, True, False
-    first = _first_record(paths[0])
-    first = first if isinstance(first, dict) else {}
+@dataclass(frozen=True)
+class Shape:
+    """How the files hold their events."""
+
+    parquet: bool
+    rows: bool
+    """Rows of an events table, the event nested in ``event_column`` (always, for Parquet)."""
+    columns: Mapping[str, str]
+    """Parquet: each column's DuckDB type."""
+    snake: bool
+    """The events' keys are snake_case (ADK Python's ``model_dump()``)."""
+    python: bool
+    """ADK Python's events (snake_case, or epoch seconds): an error that calls nothing ends."""
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _get(doc: str, *keys: str) -> str:
+    """``COALESCE`` of the text at each top-level key of the JSON ``doc`` (either style)."""
+    found = [f"json_extract_string({doc}, {_sql_text('$.' + json.dumps(k))})" for k in keys]
+    return found[0] if len(found) == 1 else "COALESCE(" + ", ".join(found) + ")"
+
+
+def _event_of_line(column: str) -> str:
+    """A row's nested event as JSON text: an object, or JSON text in a string."""
+    path = _sql_text("$." + json.dumps(column))
+    return (
+        f"CASE WHEN json_type(json, {path}) = 'VARCHAR' THEN json_extract_string(json, {path}) "
+        f"ELSE CAST(json_extract(json, {path}) AS VARCHAR) END"
+    )
+
+
+def _event_of_parquet(column: str) -> str:
+    """A Parquet row's event column (JSON text) as text."""
+    return f"CAST(p.{_ident(column)} AS VARCHAR)"
+
+
+def view_sql(spec: SourceSpec, shape: Shape) -> str:
+    """``CREATE TEMP VIEW adk_event`` over the files (named by the variable ``ik_paths``;
+    a session given in the manifest by ``ik_app``, ``ik_user``, ``ik_session``)."""
     column = spec.event_column
-    rows = isinstance(first.get(column), dict | str) and "author" not in first
-    event = first.get(column) if rows else first
-    if isinstance(event, str):
-        try:
-            event = json.loads(event)
-        except ValueError:
-            event = {}
-    event = event if isinstance(event, dict) else {}
-    stamp = event.get("timestamp")
-    python = "invocation_id" in event or (isinstance(stamp, int | float) and stamp < MS_THRESHOLD)
-    lines = (
-        "(SELECT json AS r FROM read_json_objects($paths, format = 'newline_delimited', "
-        "ignore_errors = true))"
-    )
-    return lines, names, rows, python
-
-
-def _text(doc: str, *keys: str) -> str:
-    """``COALESCE`` of the text at each JSON path ``keys`` (either key style)."""
-    return "COALESCE(" + ", ".join(f"json_extract_string({doc}, '$.{k}')" for k in keys) + ")"
-
-
-def _events_sql(
-    spec: SourceSpec, filters: Filters, marked: Sequence[str] = ()
-) -> tuple[str, dict[str, Any]]:
-    """The per-invocation CTE over the files, and its parameters."""
-    source, paths, rows, python = _source(spec)
-    column = spec.event_column.replace("'", "''")
-    if rows:
-        doc = (
-            f"CASE WHEN json_type(r, '$.{column}') = 'VARCHAR' "
-            f"THEN CAST(json_extract_string(r, '$.{column}') AS JSON) "
-            f"ELSE json_extract(r, '$.{column}') END"
-        )
-        app = _text("r", "app_name")
-        session = _text("r", "session_id")
-        nested = _text("doc", "invocationId", "invocation_id")
-        inv = f"COALESCE({_text('r', 'invocation_id')}, {nested})"
+    if shape.parquet:
+        event = _event_of_parquet(column)
+        row = {
+            name: f"CAST(p.{_ident(name)} AS VARCHAR)"
+            for name in ("event_id", "app_name", "user_id", "session_id", "invocation_id")
+            if name in shape.columns
+        }
+        scan = "read_parquet(getvariable('ik_paths')) p"
     else:
-        doc = "r"
-        app = _text("r", "appName", "app_name")
-        session = _text("r", "sessionId", "session_id")
-        inv = _text("r", "invocationId", "invocation_id")
-    params: dict[str, Any] = {"paths": paths, "marked": list(marked)}
-    if spec.identity.get("app_name"):
-        app = f"COALESCE({app}, $identity_app)"
-        params["identity_app"] = spec.identity["app_name"]
-    conditions = ["inv IS NOT NULL"]
-    if filters.window is not None:
-        conditions += ["s >= $w_start", "s < $w_end"]
-        params["w_start"] = filters.window.start.timestamp()
-        params["w_end"] = filters.window.end.timestamp()
-    if filters.app_name is not None:
-        conditions.append("app = $app_name")
-        params["app_name"] = filters.app_name
-    if filters.session_ids:
-        conditions.append("list_contains($sids, session)")
-        params["sids"] = list(filters.session_ids)
-    if filters.invocation_ids:
-        conditions.append("list_contains($invs, inv)")
-        params["invs"] = list(filters.invocation_ids)
-    parts = "COALESCE(json_extract_string(doc, '$.content.parts'), '')"
-    partial = "COALESCE(json_extract_string(doc, '$.partial'), '') IN ('true', '1')"
-    has_response = (
-        f"({parts} LIKE '%\"functionResponse\":%' OR {parts} LIKE '%\"function_response\":%')"
+        event = _event_of_line(column) if shape.rows else "CAST(json AS VARCHAR)"
+        scan = "read_ndjson_objects(getvariable('ik_paths'), ignore_errors = true)"
+        row = (
+            {name: _get("json", name) for name in JAVA_COLUMNS if name not in ("ts", "event")}
+            if shape.rows
+            else {}
+        )
+    inner = [f"{event} AS ik_event", *(f"{expr} AS ik_row_{name}" for name, expr in row.items())]
+    source = f"(SELECT {', '.join(inner)} FROM {scan})"
+    own = {
+        "event_id": _get("ik_event", "id"),
+        "app_name": _get("ik_event", "appName", "app_name"),
+        "user_id": _get("ik_event", "userId", "user_id"),
+        "session_id": _get("ik_event", "sessionId", "session_id"),
+        "invocation_id": _get("ik_event", "invocationId", "invocation_id"),
+    }
+    given = {"app_name": "ik_app", "user_id": "ik_user", "session_id": "ik_session"}
+    selected = []
+    for name, from_event in own.items():
+        found = [f"ik_row_{name}"] if name in row else []
+        found.append(from_event)
+        if name in given and spec.identity.get(name):
+            found.append(f"getvariable('{given[name]}')")
+        expr = found[0] if len(found) == 1 else "COALESCE(" + ", ".join(found) + ")"
+        selected.append(f"{expr} AS {name}")
+    micros = f"CASE WHEN stamp >= {MS_THRESHOLD} THEN stamp * 1000 ELSE stamp * 1000000 END"
+    selected.append(f"make_timestamp(CAST(round({micros}) AS BIGINT)) AS ts")
+    selected.append("ik_event AS event")
+    stamp = "TRY_CAST(json_extract_string(ik_event, '$.timestamp') AS DOUBLE)"
+    return (
+        f"CREATE TEMP VIEW {VIEW} AS SELECT {', '.join(selected)} "
+        f"FROM (SELECT *, {stamp} AS stamp FROM {source})"
     )
-    has_call = f"({parts} LIKE '%\"functionCall\":%' OR {parts} LIKE '%\"function_call\":%')"
-    code = _text("doc", "errorCode", "error_code")
-    message = f"lower(COALESCE({_text('doc', 'errorMessage', 'error_message')}, ''))"
-    refused = (
-        f"(lower(COALESCE({code}, '')) LIKE '%llmcallslimitexceeded%' "
-        f"OR {message} LIKE '%llmcallslimitexceeded%' OR {message} LIKE '%limit of %exceeded%')"
-    )
-    skip = _text("doc", "actions.skipSummarization", "actions.skip_summarization")
-    long_running = _text("doc", "longRunningToolIds", "long_running_tool_ids")
-    final = (
-        f"(COALESCE({skip}, '') IN ('true', '1') OR COALESCE({long_running}, '[]') "
-        f"NOT IN ('[]', 'null') OR (NOT {has_call} AND NOT {has_response} AND NOT {partial})"
-        + (f" OR ({code} IS NOT NULL AND NOT {partial} AND NOT {has_call}))" if python else ")")
-    )
-    bare = f"({parts} IN ('', '[]', 'null'))"
-    given = "(COALESCE({}, 'null') NOT IN ('null', ''))".format
-    rewind = ("actions.rewindBeforeInvocationId", "actions.rewind_before_invocation_id")
-    end = _text("doc", "actions.endOfAgent", "actions.end_of_agent")
-    state = _text("doc", "actions.agentState", "actions.agent_state")
-    marker = (
-        f"({given(_text('doc', 'actions.compaction'))} OR {given(_text('doc', *rewind))} OR "
-        f"({bare} AND (COALESCE({end}, '') IN ('true', '1') OR {given(state)})))"
-    )
-    conditions.append(f"NOT {marker}")  # no marker is a turn (sources/events/event_kinds.py)
-    usage = _text("doc", "usageMetadata", "usage_metadata")
-    model = (
-        f"(COALESCE(json_extract_string(doc, '$.author'), 'user') <> 'user' "
-        f"AND NOT {partial} AND NOT {has_response} AND NOT {refused} "
-        f"AND (NOT {bare} OR {given(usage)}))"
-    )
-    stamp = "TRY_CAST(json_extract_string(doc, '$.timestamp') AS DOUBLE)"
-    cte = f"""
-WITH raw AS (SELECT {doc} AS doc, r FROM {source}),
-keyed AS (
-  SELECT doc, {app} AS app, {session} AS session, {inv} AS inv,
-         CASE WHEN {stamp} >= {MS_THRESHOLD} THEN {stamp} / 1000.0 ELSE {stamp} END AS s
-  FROM raw
-),
-flagged AS (
-  SELECT inv, s,
-         CASE WHEN {model} THEN 1 ELSE 0 END AS model,
-         CASE WHEN {final} THEN 1 ELSE 0 END AS final,
-         CASE WHEN {refused} THEN 1 ELSE 0 END AS refused,
-         CASE WHEN {code} IS NOT NULL THEN 1 ELSE 0 END AS error,
-         CASE WHEN list_contains($marked, inv) THEN 1 ELSE 0 END AS marked
-  FROM keyed WHERE {" AND ".join(conditions)}
-),
-per_invocation AS (
-  SELECT inv, SUM(model) AS model_calls, MAX(final) AS ended, MAX(refused) AS hit_limit,
-         MAX(error) AS error, MAX(marked) AS marked, MIN(s) AS start_s, MAX(s) AS end_s,
-         CASE WHEN MAX(CASE WHEN final = 1 THEN s END) >= MAX(s) THEN 1 ELSE 0 END AS last_final
-  FROM flagged GROUP BY inv
-),
-runs AS (
-  SELECT start_s, CASE WHEN last_final = 1 THEN (end_s - start_s) * 1000.0 END AS ms,
-         last_final AS ended, error
-  FROM per_invocation
-)"""
-    return cte, params
 
 
-def _run(statement: str, params: dict[str, Any], *, what: str) -> list[tuple[Any, ...]]:
-    """Run ``statement`` on a fresh in-memory DuckDB: no extension installed or loaded on its
-    own, spills in a private temporary folder (removed after), nothing written elsewhere."""
-    import duckdb
+def _shape(conn: Connection, spec: SourceSpec, paths: Sequence[Path]) -> Shape:
+    """The shape of the files, from the first record (Parquet: its schema and first row)."""
+    column = spec.event_column
+    if all(p.suffix.lower() in PARQUET_SUFFIXES for p in paths):
+        described = conn.exec_driver_sql(
+            "DESCRIBE SELECT * FROM read_parquet(getvariable('ik_paths'))"
+        ).all()
+        columns = {str(r[0]): str(r[1]) for r in described}
+        if columns.get(column) not in _TEXT_TYPES:
+            raise SourceError(
+                "events baseline: the Parquet file has no event column of JSON text",
+                value=f"{column}: {columns.get(column, 'absent')}",
+                fix=f"it has {sorted(columns)}; name the column of event JSON with [events] "
+                "event_column, or give baseline_engine = false to load the frames",
+            )
+        first = conn.exec_driver_sql(
+            f"SELECT {_event_of_parquet(column)} "
+            "FROM read_parquet(getvariable('ik_paths')) p LIMIT 1"
+        ).scalar()
+        event = _as_object(first)
+        return Shape(True, True, columns, *_style(event))
+    record = _first_record(paths[0])
+    record = record if isinstance(record, dict) else {}
+    rows = isinstance(record.get(column), dict | str) and "author" not in record
+    event = _as_object(record.get(column)) if rows else record
+    return Shape(False, rows, {}, *_style(event))
 
-    spill = tempfile.mkdtemp(prefix="incidentkit-duckdb-")
-    config: dict[str, str | bool | int | float | list[str]] = {
+
+def _as_object(value: object) -> dict[str, Any]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _style(event: Mapping[str, Any]) -> tuple[bool, bool]:
+    """(snake_case keys, ADK Python's events) of a first event."""
+    snake = "invocation_id" in event and "invocationId" not in event
+    stamp = event.get("timestamp")
+    early = isinstance(stamp, int | float) and not isinstance(stamp, bool) and stamp < MS_THRESHOLD
+    return snake, snake or early
+
+
+def _config(spill: str) -> dict[str, str | bool | int]:
+    return {
         "memory_limit": MEMORY_LIMIT,
-        "threads": 2,
+        "threads": THREADS,
         "temp_directory": spill,
         "autoinstall_known_extensions": False,
         "autoload_known_extensions": False,
     }
+
+
+@contextmanager
+def event_view(spec: SourceSpec, *, what: str) -> Iterator[tuple[Connection, queries.EventTable]]:
+    """A connection to a fresh in-memory DuckDB holding the view :data:`VIEW` over the files
+    of ``spec``, and the view as :mod:`.queries` reads an events table.
+
+    DuckDB's errors (an unreadable file, a query it refuses) are SourceErrors naming them.
+    """
+    import duckdb
+
+    paths = [str(p) for p in expand_paths(spec.paths, what="events")]
+    spill = tempfile.mkdtemp(prefix="incidentkit-duckdb-")
+    engine = sa.create_engine(
+        "duckdb:///:memory:", poolclass=sa.pool.NullPool, connect_args={"config": _config(spill)}
+    )
     try:
-        conn = duckdb.connect(config=config)
-        try:
-            rows: list[tuple[Any, ...]] = conn.execute(statement, params).fetchall()
-        finally:
-            conn.close()
-    except duckdb.Error as err:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SET allowed_paths = $1", (paths,))
+            conn.exec_driver_sql("SET allowed_directories = $1", ([spill],))
+            conn.exec_driver_sql("SET enable_external_access = false")
+            conn.exec_driver_sql("SET lock_configuration = true")
+            conn.exec_driver_sql("SET VARIABLE ik_paths = $1", (paths,))
+            for key, variable in (("app_name", "ik_app"), ("user_id", "ik_user")):
+                conn.exec_driver_sql(f"SET VARIABLE {variable} = $1", (spec.identity.get(key),))
+            conn.exec_driver_sql("SET VARIABLE ik_session = $1", (spec.identity.get("session_id"),))
+            shape = _shape(conn, spec, [Path(p) for p in paths])
+            conn.exec_driver_sql(view_sql(spec, shape))
+            info = sql.TableInfo(VIEW, JAVA_COLUMNS, frozenset({"ts"}), frozenset())
+            keys = queries.SNAKE if shape.snake else queries.CAMEL
+            names = {name: name for name in JAVA_COLUMNS}
+            yield conn, queries.EventTable(info, names, keys, "naive", python=shape.python)
+    except (sa.exc.DBAPIError, duckdb.Error) as err:
+        orig = getattr(err, "orig", None) or err
         raise SourceError(
             f"{what}: DuckDB could not read the files",
-            value=str(err).splitlines()[0],
+            value=sql.first_line(orig),
             fix="check that the files are JSON lines or Parquet exports of ADK events",
         ) from err
     finally:
+        engine.dispose()
         shutil.rmtree(spill, ignore_errors=True)
-    return rows
 
 
 def call_histogram(spec: SourceSpec, filters: Filters, marked: Sequence[str] = ()) -> pd.DataFrame:
     """:func:`incidentkit.baselines.queries.call_histogram` over files."""
-    cte, params = _events_sql(spec, filters, marked)
-    statement = (
-        cte + "\nSELECT model_calls, ended, hit_limit, marked, count(*) FROM per_invocation "
-        "WHERE model_calls > 0 GROUP BY ALL ORDER BY ALL"
-    )
-    return histogram_frame(_run(statement, params, what="events baseline"))
+    with event_view(spec, what="events baseline") as (conn, events):
+        return queries.call_histogram(conn, events, filters, marked)
 
 
 def latency_summary(spec: SourceSpec, filters: Filters) -> dict[str, float]:
     """:func:`incidentkit.baselines.queries.latency_summary` over the events of files."""
-    cte, params = _events_sql(spec, filters)
-    quantiles = ", ".join(f"quantile_cont(ms, {q}) FILTER (WHERE ended = 1)" for q in QUANTILES)
-    statement = (
-        cte + f"\nSELECT count(*), COALESCE(sum(ended), 0), COALESCE(sum(error), 0), {quantiles} "
-        "FROM runs"
-    )
-    [row] = _run(statement, params, what="events baseline")
-    out = {"runs": float(row[0]), "ended": float(row[1]), "errors": float(row[2])}
-    for q, value in zip(QUANTILES, row[3:], strict=True):
-        out[f"p{round(q * 100)}_ms"] = float("nan") if value is None else float(value)
-    return out
+    with event_view(spec, what="events baseline") as (conn, events):
+        runs = queries.event_runs(conn, events, filters)
+        conn.execute(sa.select(runs).into(RUNS, temporary=True))
+        kept = sa.table(RUNS, *(sa.column(col.name) for col in runs.c))
+        return queries.latency_summary(conn, sa.select(kept).subquery("runs"))
 
 
 def error_buckets(spec: SourceSpec, filters: Filters, size: pd.Timedelta) -> pd.DataFrame:
     """:func:`incidentkit.baselines.queries.error_buckets` over the events of files."""
-    cte, params = _events_sql(spec, filters)
-    params["size"] = size.total_seconds()
-    statement = (
-        cte + "\nSELECT floor(start_s / $size) * $size AS b, count(*), sum(error) FROM runs "
-        "GROUP BY b ORDER BY b"
-    )
-    rows = _run(statement, params, what="events baseline")
-    return bucket_frame(rows)
+    with event_view(spec, what="events baseline") as (conn, events):
+        return queries.error_buckets(conn, queries.event_runs(conn, events, filters), size)
