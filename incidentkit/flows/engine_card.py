@@ -27,18 +27,19 @@ from sqlalchemy.engine import Connection, Row
 from sqlalchemy.sql.elements import ColumnElement
 
 from incidentkit import baselines
-from incidentkit.baselines import queries
-from incidentkit.baselines.dialects import check_engine, is_mariadb, prepare
-from incidentkit.errors import IncidentkitError
+from incidentkit.baselines import analytics, queries
+from incidentkit.baselines.dialects import NAMES, check_engine, is_mariadb, prepare
+from incidentkit.errors import IncidentkitError, SourceError
 from incidentkit.flows.card_lines import LINE_COLUMNS, CardLine, Profile, not_checked
 from incidentkit.frames import empty
-from incidentkit.manifest import Filters, SourceSpec
+from incidentkit.manifest import DEFAULT_MAX_BYTES_BILLED, Filters, SourceSpec, is_bigquery
 from incidentkit.sources import sql
 from incidentkit.sources.registry import loader_for
 
 CARD_ENGINE = ("auto", "yes", "no")
 """The overview's ``card_engine`` setting: the engine when it can (``auto``), always, never."""
-_NAMES = {"postgresql": "PostgreSQL", "sqlite": "SQLite", "mysql": "MySQL"}
+ANALYTICS = "bigquery-agent-analytics"
+"""The format of the BigQuery Agent Analytics table (``bigquery_analytics.FORMAT``)."""
 UNREAD = ("diagnostics", "spans")
 """Sections the in-memory card reads first (they time and count runs better) that the engine
 card does not read: they are files, as large as the traffic."""
@@ -46,13 +47,30 @@ card does not read: they are files, as large as the traffic."""
 
 @dataclass(frozen=True)
 class EngineEvents:
-    """The events table on its open read-only connection."""
+    """The events table on its open read-only connection: a table of events (ADK Java's,
+    ADK Python's store) or the BigQuery Agent Analytics table (:mod:`.baselines.analytics`)."""
 
     conn: Connection
-    table: queries.EventTable
+    source: queries.EventTable | analytics.AnalyticsTable
     spec: SourceSpec
     engine: str
     """The database's kind in words (``PostgreSQL``)."""
+
+    @property
+    def analytics(self) -> analytics.AnalyticsTable | None:
+        """The Agent Analytics table, None for a table of events."""
+        return self.source if isinstance(self.source, analytics.AnalyticsTable) else None
+
+    @property
+    def table(self) -> queries.EventTable:
+        """The table of events (a twin asks :attr:`analytics` first)."""
+        if not isinstance(self.source, queries.EventTable):
+            raise SourceError(
+                "engine card: this check reads a table of events, not the Agent Analytics table",
+                value=self.source.info.name,
+                fix='give card_engine = "no" to load the events',
+            )
+        return self.source
 
 
 @dataclass(frozen=True)
@@ -117,12 +135,20 @@ class EngineCardContext:
 
     def load(self, section: str, filters: Filters) -> dict[str, pd.DataFrame]:
         """The frames of ``section`` read by the kit's loader with ``filters`` (the flagged
-        invocations' or sessions' ids): canonical frames, for the in-memory rules."""
+        invocations' or sessions' ids): canonical frames, for the in-memory rules. The Agent
+        Analytics table is read on the card's own connection by the live reader
+        (:func:`~incidentkit.sources.events.bigquery_live.read_rows`), as its loader reads it."""
         spec = self.sources[section]
-        loaded = loader_for(section, spec.format)(spec, filters, environ=self.environ)
-        rows = sum(len(frame) for frame in loaded.frames.values())
+        table = self.events.analytics if section == "events" and self.events else None
+        if table is not None and self.events is not None:
+            frames = _analytics_frames(self.events.conn, table, spec, filters)
+        else:
+            frames = dict(
+                loader_for(section, spec.format)(spec, filters, environ=self.environ).frames
+            )
+        rows = sum(len(frame) for frame in frames.values())
         self.travelled.loaded[section] = self.travelled.loaded.get(section, 0) + rows
-        return dict(loaded.frames)
+        return frames
 
     def flagged(
         self,
@@ -161,11 +187,28 @@ class EngineCardContext:
         engine = ""
         if "events" in over and self.events is not None:
             engine = self.events.engine
-            names.append(self.events.table.info.name)
+            names.append(self.events.source.info.name)
         if "ledger" in over and self.ledger is not None:
             engine = engine or self.ledger.engine
             names.append(self.ledger.table.info.name)
         return f"computed in {engine} over {', '.join(names)}" if names else ""
+
+
+def _analytics_frames(
+    conn: Connection, table: analytics.AnalyticsTable, spec: SourceSpec, filters: Filters
+) -> dict[str, pd.DataFrame]:
+    """The events frames of the Agent Analytics rows of ``filters`` on ``conn``."""
+    from incidentkit.sources import events as event_source
+    from incidentkit.sources.events import bigquery_live
+    from incidentkit.sources.loaded import RejectSink
+
+    sink = RejectSink("events")
+    what = f"engine card {spec.location()}"
+    cap = spec.max_bytes_billed or DEFAULT_MAX_BYTES_BILLED
+    rows = bigquery_live.read_rows(
+        conn, table.info.name, filters, sink, naive=spec.naive_timestamps, what=what, cap=cap
+    )
+    return event_source.analytics_frames(rows, filters, sink, identity=spec.identity)
 
 
 def apps_in(conn: Connection, col: ColumnElement[Any], apps: Sequence[str]) -> ColumnElement[bool]:
@@ -197,10 +240,16 @@ def fleet_apps(
             )
             if rows:
                 return sorted(str(r.app_name) for r in rows if r.app_name), "the ledger"
-        if context.events is not None:
-            app = context.events.table.column("app_name")
+        events = context.events
+        if events is not None and events.analytics is not None:
             rows = context.fetch(
-                context.events.conn,
+                events.conn, analytics.app_names(events.conn, events.analytics, context.filters)
+            )
+            return sorted(str(r.app_name) for r in rows if r.app_name), "the Agent Analytics table"
+        if events is not None:
+            app = events.table.column("app_name")
+            rows = context.fetch(
+                events.conn,
                 sa.select(app.label("app_name")).where(*event_conditions(context)).distinct(),
             )
             return sorted(str(r.app_name) for r in rows if r.app_name), "the event log"
@@ -211,6 +260,8 @@ def event_conditions(context: EngineCardContext) -> list[ColumnElement[bool]]:
     """The filters on the events table (window, sessions, invocations) and the card's apps."""
     assert context.events is not None
     events = context.events
+    if events.analytics is not None:
+        return analytics.conditions(events.conn, events.analytics, context.filters, context.apps)
     on = sql.Predicates.named(events.table.names, time="ts", time_storage=events.table.storage)
     conditions = sql.where(events.conn, context.filters, on, events.table.info)
     return [*conditions, apps_in(events.conn, events.table.column("app_name"), context.apps)]
@@ -246,13 +297,28 @@ def ledger_conditions(context: EngineCardContext) -> list[ColumnElement[bool]]:
 
 
 def engine_name(conn: Connection) -> str:
-    return "MariaDB" if is_mariadb(conn) else _NAMES.get(conn.dialect.name, conn.dialect.name)
+    return "MariaDB" if is_mariadb(conn) else NAMES.get(conn.dialect.name, conn.dialect.name)
 
 
 def in_engine(spec: SourceSpec | None) -> bool:
     """Whether the card can be computed in ``spec``'s database (a table the baselines push
-    into: PostgreSQL, MySQL/MariaDB, SQLite)."""
+    into: PostgreSQL, MySQL/MariaDB, SQLite; the Agent Analytics table in BigQuery)."""
     return spec is not None and spec.is_database and baselines.pushable(spec)
+
+
+def is_analytics(
+    spec: SourceSpec, environ: Mapping[str, str] | None, conn: Connection | None = None
+) -> bool:
+    """Whether ``[events]`` is the BigQuery Agent Analytics table: its format says so, its URL
+    is ``bigquery://`` or its connection is BigQuery's."""
+    if spec.format == ANALYTICS or (conn is not None and conn.dialect.name == "bigquery"):
+        return True
+    if spec.sqlite_path is not None or spec.format is not None:
+        return False
+    try:
+        return is_bigquery(spec.url(environ))
+    except IncidentkitError:  # an unset variable: the connection says so
+        return False
 
 
 def engine_chosen(choice: str, sources: Mapping[str, SourceSpec]) -> bool:
@@ -306,8 +372,12 @@ def opened(
         if spec is not None and in_engine(spec):
             what = f"engine card {spec.location()}"
             conn = connect(spec, what)
-            table = queries.event_table(conn, spec, what=what)
-            events = EngineEvents(conn, table, spec, engine_name(conn))
+            source: queries.EventTable | analytics.AnalyticsTable
+            if is_analytics(spec, environ, conn):
+                source = analytics.analytics_table(conn, spec, what=what)
+            else:
+                source = queries.event_table(conn, spec, what=what)
+            events = EngineEvents(conn, source, spec, engine_name(conn))
         elif spec is not None:
             missing["events"] = (
                 f"the [events] source is not a database table the card can query "
@@ -365,6 +435,11 @@ def engine_lines(context: EngineCardContext) -> pd.DataFrame:
                     "not computed in the engine: it needs every event of each session "
                     'in memory (run its flow, or give card_engine = "no")'
                 )
+                if context.events is not None and context.events.analytics is not None:
+                    why += (
+                        "; the Agent Analytics table logs temp: and secret-like state keys as "
+                        "[REDACTED], so no verdict rests on their values"
+                    )
                 found = [
                     line
                     for check in declared.checks

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import sqlalchemy as sa
 
-from incidentkit.baselines import dialects, queries
+from incidentkit.baselines import analytics, dialects, queries
 from incidentkit.flows._frames import empty_view
 from incidentkit.flows.card_lines import CardContext, CardLine, card_line, not_checked
 from incidentkit.flows.common import Frames
@@ -279,8 +279,11 @@ def _event_series(context: EngineCardContext, apps: tuple[str, ...]) -> pd.DataF
     """One row per invocation of ``apps``' events: first to last turn, ended when its last
     turn is a final response (``queries.per_invocation``)."""
     assert context.events is not None
-    conn, table = context.events.conn, context.events.table
-    inv = queries.per_invocation(conn, table, context.filters, apps=apps)
+    conn, found = context.events.conn, context.events.analytics
+    if found is not None:  # the Agent Analytics table: its events' first and last row
+        inv = analytics.per_invocation(conn, found, context.filters, apps)
+    else:
+        inv = queries.per_invocation(conn, context.events.table, context.filters, apps=apps)
     c = inv.c
     is_open = c.last_final == 0
 
@@ -309,15 +312,26 @@ def _latest_sessions(context: EngineCardContext, apps: list[str]) -> dict[str, s
     from incidentkit.flows.engine_card import event_conditions
 
     assert context.events is not None
-    conn, table = context.events.conn, context.events.table
-    ts = dialects.epoch_seconds(conn, table.column("ts"), table.storage)
-    app, session = table.column("app_name"), table.column("session_id")
-    last = (
-        sa.select(app.label("app_name"), session.label("session_id"), sa.func.max(ts).label("at"))
-        .where(*event_conditions(context), sql.in_values(conn, app, "silent_apps", apps))
-        .group_by(app, session)
-        .subquery("last")
-    )
+    conn, found = context.events.conn, context.events.analytics
+    if found is not None:  # the Agent Analytics table: the sessions' last event
+        per = analytics.per_invocation(conn, found, context.filters, apps).c
+        last = (
+            sa.select(per.app_name, per.session_id, sa.func.max(per.end_s).label("at"))
+            .group_by(per.app_name, per.session_id)
+            .subquery("last")
+        )
+    else:
+        table = context.events.table
+        ts = dialects.epoch_seconds(conn, table.column("ts"), table.storage)
+        app, session = table.column("app_name"), table.column("session_id")
+        last = (
+            sa.select(
+                app.label("app_name"), session.label("session_id"), sa.func.max(ts).label("at")
+            )
+            .where(*event_conditions(context), sql.in_values(conn, app, "silent_apps", apps))
+            .group_by(app, session)
+            .subquery("last")
+        )
     rank = sa.func.row_number().over(partition_by=last.c.app_name, order_by=last.c.at.desc())
     ranked = sa.select(last.c.app_name, last.c.session_id, rank.label("n")).subquery("ranked")
     rows = context.fetch(

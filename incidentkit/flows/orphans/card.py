@@ -56,7 +56,13 @@ def engine_lines(context: EngineCardContext) -> list[CardLine]:
     and journal entries only) and :func:`card_lines` classifies them, as in memory. A
     duplicate side effect is looked for in those sessions only."""
     if context.ledger is None:
-        return context.not_checked("orphans", FLOW, EVIDENCE, context.ledger_missing())
+        why = context.ledger_missing()
+        if not context.has_ledger and context.events is not None and context.events.analytics:
+            why = (
+                "the Agent Analytics table keeps no run ledger (an invocation without "
+                "INVOCATION_COMPLETED is open, or its rows were dropped): give a [ledger]"
+            )
+        return context.not_checked("orphans", FLOW, EVIDENCE, why)
     from incidentkit.flows.engine_card import ledger_conditions
 
     conn, table = context.ledger.conn, context.ledger.table

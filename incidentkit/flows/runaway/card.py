@@ -3,13 +3,15 @@ limit; its engine twin counts model calls per invocation in the events' database
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
-from incidentkit.baselines import queries
+from incidentkit.baselines import analytics, queries
 from incidentkit.flows.card_lines import CardContext, CardLine, card_line, not_checked
 from incidentkit.flows.runaway import limits
 from incidentkit.flows.runaway.signatures import ping_pongs, repeated_calls, silent_loops
@@ -57,14 +59,13 @@ def engine_lines(context: EngineCardContext) -> list[CardLine]:
     of model calls per invocation (``ended``; GROUP BY app), the invocations that stored a limit
     error with their counts, and those errors' code and message (the limit they name); the
     hits, the healthy p99 and the recommendation follow in Python from those few rows, as
-    :func:`card_lines` has them. Loop signatures need every event of an invocation: a loop
-    that hit no limit counts as healthy here (the detail says so)."""
+    :func:`card_lines` has them; loop signatures are looked for among the invocations with
+    the most model calls (:func:`_unlooped`, the detail says where). Over the Agent Analytics
+    table the counts are its finished ``LLM_RESPONSE`` rows (``analytics.per_invocation``)."""
     if context.events is None:
         return context.not_checked("over-call-limit", FLOW, EVIDENCE, context.events_missing())
-    from incidentkit.flows.engine_card import event_conditions
-
-    conn, table = context.events.conn, context.events.table
-    inv = queries.per_invocation(conn, table, context.filters, times=False, apps=context.apps)
+    conn = context.events.conn
+    inv, limit_errors = _counted_in(context)
     c = inv.c
     keys = (c.app_name, c.model_calls, c.ended)
     histogram = context.fetch(
@@ -76,18 +77,7 @@ def engine_lines(context: EngineCardContext) -> list[CardLine]:
     refusing = context.fetch(
         conn, sa.select(c.app_name, c.invocation_id, c.model_calls, c.ended).where(c.hit_limit == 1)
     )
-    flags = queries.event_flags(conn, table)
-    stored = context.fetch(
-        conn,
-        sa.select(
-            table.column("app_name").label("app_name"),
-            table.column("invocation_id").label("invocation_id"),
-            queries.event_field(conn, table, "error_code").label("error_code"),
-            queries.event_field(conn, table, "error_message").label("error_message"),
-        ).where(
-            *event_conditions(context), flags["refused"], table.column("invocation_id").is_not(None)
-        ),
-    )
+    stored = context.fetch(conn, limit_errors)
     counted = pd.DataFrame(
         [
             (r.app_name, None, int(r.model_calls), bool(r.ended), int(r.invocations))
@@ -104,21 +94,56 @@ def engine_lines(context: EngineCardContext) -> list[CardLine]:
         errors["error_message"]
     )
     errors = errors.loc[exact].assign(limit=limits.limit_texts(errors.loc[exact, "error_message"]))
-    detail = context.computed("events") + (
-        "; loop signatures looked for at the healthy p99 and above only"
-    )
     lines: list[CardLine] = []
     for app in context.apps:
         mine = counted.loc[counted["app_name"].eq(app)]
         own = errors.loc[errors["app_name"].eq(app)]
-        line = _app_line(context, app, _unlooped(context, app, mine, own, inv), own)
+        unlooped, looked = _unlooped(context, app, mine, own, inv)
+        line = _app_line(context, app, unlooped, own)
         keep = line["severity"] != "NOT_CHECKED"
-        lines.append({**line, "detail": detail if keep else "", "app": app})
+        detail = f"{context.computed('events')}; {looked}" if keep else ""
+        lines.append({**line, "detail": detail, "app": app})
     return lines
+
+
+def _counted_in(context: EngineCardContext) -> tuple[sa.Subquery, sa.Select[Any]]:
+    """Per invocation (``queries.per_invocation``, or ``analytics.per_invocation`` over the
+    Agent Analytics table), and the statement of the stored limit errors: ``app_name``,
+    ``invocation_id``, ``error_code``, ``error_message``."""
+    from incidentkit.flows.engine_card import event_conditions
+
+    assert context.events is not None
+    conn, found = context.events.conn, context.events.analytics
+    if found is not None:
+        inv = analytics.per_invocation(conn, found, context.filters, context.apps)
+        errors = analytics.error_events(conn, found, context.filters, context.apps).subquery()
+        e = errors.c
+        return inv, sa.select(e.app_name, e.invocation_id, e.error_code, e.error_message).where(
+            e.refused == 1, e.invocation_id.is_not(None)
+        )
+    table = context.events.table
+    inv = queries.per_invocation(conn, table, context.filters, times=False, apps=context.apps)
+    flags = queries.event_flags(conn, table)
+    return inv, sa.select(
+        table.column("app_name").label("app_name"),
+        table.column("invocation_id").label("invocation_id"),
+        queries.event_field(conn, table, "error_code").label("error_code"),
+        queries.event_field(conn, table, "error_message").label("error_message"),
+    ).where(
+        *event_conditions(context), flags["refused"], table.column("invocation_id").is_not(None)
+    )
 
 
 LOOP_ROUNDS = 4
 """How many times the card reads the top invocations' events for loop signatures."""
+LOOP_INVOCATIONS = 2_000
+"""At most this many invocations' events are read for loop signatures per app (over every
+round), the most model calls first: healthy traffic whose counts take few values puts a
+ninth of a fleet at its p99 count."""
+LOOP_MODEL_CALLS = 100_000
+"""At most this many model calls (a few events each) of those invocations are read per app;
+the invocation with the most is read even when it alone makes more."""
+LOOKED_AT_P99 = "loop signatures looked for at the healthy p99 and above only"
 
 
 def _unlooped(
@@ -127,40 +152,55 @@ def _unlooped(
     counted: pd.DataFrame,
     errors: pd.DataFrame,
     inv: sa.Subquery,
-) -> pd.DataFrame:
+) -> tuple[pd.DataFrame, str]:
     """``counted`` with the healthy invocations at or above the healthy p99 that show a loop
-    signature marked ``looped`` (taken out of the healthy p99, as in memory): the events of
-    those few invocations are read through the loader and the runaway flow's signatures run
-    on them; the p99 is computed again until no new loop shows (at most
-    :data:`LOOP_ROUNDS` times). When leaving all of them out would recommend the same limit
-    (the recommendation is a step: ``nice_ceiling``), none is read."""
+    signature marked ``looped`` (taken out of the healthy p99, as in memory), and what was
+    looked at (the line's detail). The events of those invocations are read through the
+    loader, the most model calls first and at most :data:`LOOP_INVOCATIONS` and
+    :data:`LOOP_MODEL_CALLS` of them, and the runaway flow's signatures run on them; the p99
+    is computed again until no new loop shows (at most :data:`LOOP_ROUNDS` times). When
+    leaving all of them out would recommend the same limit (the recommendation is a step:
+    ``nice_ceiling``), none is read."""
     counted = counted.assign(looped=False)
-    seen: set[str] = set()
+    seen: dict[str, int] = {}  # invocation read → its model calls
+    budget = _Budget()
     assert context.events is not None
     conn = context.events.conn
     profile = context.profile(app)
+    limit, _ = limits.configured_limit(profile.max_llm_calls, errors)
+    unread: pd.Series | None = None  # candidates left unread at the last p99: count → how many
     for _ in range(LOOP_ROUNDS):
         p99 = _healthy_p99(context, app, counted, errors)
         if p99 is None:
             break
         below = _healthy_p99(context, app, counted, errors, under=p99)
         if below is not None and _recommended(below) == _recommended(p99):
-            break  # no loop at the top can move the recommendation
+            unread = None  # no loop at the top can move the recommendation
+            break
         c = inv.c
+        # candidates in one total order (most calls first, then id): a later round's p99 is
+        # no higher, so the invocations read before are a prefix of its candidates
         rows = context.fetch(
             conn,
-            sa.select(c.invocation_id, c.model_calls, c.ended, c.hit_limit).where(
-                c.app_name == app, c.model_calls >= p99, c.ended == 1
-            ),
+            sa.select(c.invocation_id, c.model_calls, c.ended)
+            .where(
+                c.app_name == app,
+                c.model_calls >= p99,
+                c.model_calls <= limit,  # above the limit: a hit, loop or not
+                c.ended == 1,
+                c.hit_limit == 0,
+            )
+            .order_by(c.model_calls.desc(), c.invocation_id)
+            .limit(LOOP_INVOCATIONS),
         )
-        ids = sorted({r.invocation_id for r in rows} - seen)
+        fresh = [r for r in rows if str(r.invocation_id) not in seen]
+        chosen = budget.take([int(r.model_calls) for r in fresh])
+        ids = [str(r.invocation_id) for r in fresh[:chosen]]
+        seen.update((str(r.invocation_id), int(r.model_calls)) for r in fresh[:chosen])
+        unread = _unread(counted, seen, p99, limit)
         if not ids:
             break
-        seen.update(ids)
-        loaded = context.load(
-            "events",
-            _ids_filters(context, ids),
-        )
+        loaded = context.load("events", _ids_filters(context, sorted(ids)))
         events, calls = loaded.get("events", empty("events")), loaded.get("calls", empty("calls"))
         looped = (
             set(ping_pongs(events)["invocation_id"])
@@ -177,10 +217,60 @@ def _unlooped(
         )
         if not looped:
             break
-        looped_rows = [r for r in rows if r.invocation_id in looped]
+        looped_rows = [r for r in fresh[:chosen] if r.invocation_id in looped]
         counted = _marked_looped(counted, app, looped_rows)
         counted = counted.loc[counted["invocations"].gt(0)]
-    return counted
+        unread = _unread(counted, seen, p99, limit)
+    return counted, _looked(len(seen), unread)
+
+
+@dataclass
+class _Budget:
+    """What is left of :data:`LOOP_INVOCATIONS` and :data:`LOOP_MODEL_CALLS` for one app."""
+
+    invocations: int = field(default_factory=lambda: LOOP_INVOCATIONS)
+    model_calls: int = field(default_factory=lambda: LOOP_MODEL_CALLS)
+    first: bool = True
+
+    def take(self, counts: list[int]) -> int:
+        """How many of ``counts`` (most first) fit what is left; spent."""
+        taken = 0
+        for calls in counts:
+            if taken >= self.invocations or (calls > self.model_calls and not self.first):
+                break
+            self.first = False
+            taken += 1
+            self.model_calls -= calls
+        self.invocations -= taken
+        return taken
+
+
+def _unread(counted: pd.DataFrame, seen: Mapping[str, int], p99: float, limit: int) -> pd.Series:
+    """The candidates at ``p99`` and above that were not read, per model-call count: the
+    histogram's ended buckets (no limit error) less the invocations read that stayed in them."""
+    buckets = counted.loc[
+        counted["invocation_id"].isna()
+        & counted["ended"]
+        & counted["model_calls"].ge(p99)
+        & counted["model_calls"].le(limit)
+    ]
+    there = buckets.groupby("model_calls")["invocations"].sum()
+    own = set(counted["invocation_id"].dropna())  # a looped one left its bucket
+    read = pd.Series([n for i, n in seen.items() if i not in own], dtype="int64").value_counts()
+    left = there.sub(read.reindex(there.index, fill_value=0))
+    return left.loc[left.gt(0)].sort_index(ascending=False)
+
+
+def _looked(read: int, unread: pd.Series | None) -> str:
+    """The line's word on the loop search: where it looked, and what it left unread."""
+    if unread is None or unread.empty:
+        return LOOKED_AT_P99
+    counts = [int(k) for k in unread.index]
+    at = str(counts[0]) if len(counts) == 1 else f"{counts[-1]} to {counts[0]}"
+    return (
+        f"loop signatures looked for in the {read} invocations with the most model calls; "
+        f"{int(unread.sum())} more at {at} call{'' if at == '1' else 's'} were not read"
+    )
 
 
 def _marked_looped(counted: pd.DataFrame, app: str, rows: list[Any]) -> pd.DataFrame:

@@ -4,12 +4,12 @@ database."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import sqlalchemy as sa
 
-from incidentkit.baselines import dialects, queries
+from incidentkit.baselines import analytics, dialects, queries
 from incidentkit.flows.card_lines import CardContext, CardLine, card_line
 from incidentkit.flows.common import Frames
 from incidentkit.flows.runaway.limits import names_limit_error
@@ -68,22 +68,10 @@ def engine_lines(context: EngineCardContext) -> list[CardLine]:
         return context.not_checked("quiet-errors", FLOW, EVIDENCE, context.events_missing())
     if context.has_ledger and context.ledger is None:
         return context.not_checked("quiet-errors", FLOW, EVIDENCE, context.ledger_missing())
-    from incidentkit.flows.engine_card import event_conditions
 
-    conn, table = context.events.conn, context.events.table
-    code = queries.event_field(conn, table, "error_code")
-    message = queries.event_field(conn, table, "error_message")
+    conn = context.events.conn
     names = ("event_id", "app_name", "session_id", "invocation_id", "ts_s", "author")
-    rows = context.fetch(
-        conn,
-        sa.select(
-            *(table.column(c).label(c) for c in names[:4]),
-            dialects.epoch_seconds(conn, table.column("ts"), table.storage).label("ts_s"),
-            queries.event_field(conn, table, "author").label("author"),
-            code.label("error_code"),
-            message.label("error_message"),
-        ).where(*event_conditions(context), sa.or_(code.is_not(None), message.is_not(None))),
-    )
+    rows = context.fetch(conn, _error_events(context))
     coded = pd.DataFrame(
         [tuple(r) for r in rows], columns=[*names, "error_code", "error_message"]
     ).astype({c: "str" for c in (*names[:4], "author", "error_code", "error_message")})
@@ -104,6 +92,42 @@ def engine_lines(context: EngineCardContext) -> list[CardLine]:
         found = card_lines(CardContext(frames, context.as_of, context.profile(app)))
         lines += [{**line, "detail": detail, "app": app} for line in found]
     return lines
+
+
+def _error_events(context: EngineCardContext) -> sa.Select[Any]:
+    """The events with an error code or message: ``event_id``, ``app_name``, ``session_id``,
+    ``invocation_id``, ``ts_s``, ``author``, ``error_code``, ``error_message`` (over the
+    Agent Analytics table, ``analytics.error_events``)."""
+    from incidentkit.flows.engine_card import event_conditions
+
+    assert context.events is not None
+    conn, found = context.events.conn, context.events.analytics
+    if found is not None:
+        errors = analytics.error_events(conn, found, context.filters, context.apps).subquery()
+        e = errors.c
+        return sa.select(
+            e.event_id,
+            e.app_name,
+            e.session_id,
+            e.invocation_id,
+            e.ts_s,
+            e.author,
+            e.error_code,
+            e.error_message,
+        )
+    table = context.events.table
+    code = queries.event_field(conn, table, "error_code")
+    message = queries.event_field(conn, table, "error_message")
+    return sa.select(
+        *(
+            table.column(c).label(c)
+            for c in ("event_id", "app_name", "session_id", "invocation_id")
+        ),
+        dialects.epoch_seconds(conn, table.column("ts"), table.storage).label("ts_s"),
+        queries.event_field(conn, table, "author").label("author"),
+        code.label("error_code"),
+        message.label("error_message"),
+    ).where(*event_conditions(context), sa.or_(code.is_not(None), message.is_not(None)))
 
 
 def _utc(seconds: pd.Series) -> pd.Series:

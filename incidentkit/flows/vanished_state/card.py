@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import sqlalchemy as sa
 
-from incidentkit.baselines import dialects, queries
+from incidentkit.baselines import analytics, dialects, queries
 from incidentkit.flows.card_lines import CardContext, CardLine, card_line, not_checked
 from incidentkit.flows.vanished_state.overlaps import invocation_ranges, overlapping
 from incidentkit.flows.vanished_state.suspects import state_suspects
@@ -187,11 +187,26 @@ def overlap_engine_lines(context: EngineCardContext) -> list[CardLine]:
 
 def _ranges(context: EngineCardContext) -> sa.Select[Any]:
     """Per app, session and invocation: ``start_s`` and ``end_s`` (epoch seconds), as
-    :func:`invocation_ranges` gives them."""
+    :func:`invocation_ranges` gives them (over the Agent Analytics table, its invocations'
+    first and last event: ``analytics.per_invocation``)."""
     from incidentkit.flows.engine_card import event_conditions, ledger_conditions
 
     parts = []
-    if context.events is not None:
+    found = context.events.analytics if context.events is not None else None
+    if found is not None and context.events is not None:  # the Agent Analytics table
+        conn = context.events.conn
+        per = analytics.per_invocation(conn, found, context.filters, context.apps).c
+        parts.append(
+            sa.select(
+                per.app_name,
+                per.session_id,
+                per.invocation_id,
+                per.start_s.label("e_start"),
+                sa.literal(None, sa.Double).label("l_start"),
+                per.end_s,
+            )
+        )
+    elif context.events is not None:
         conn, table = context.events.conn, context.events.table
         flags = queries.event_flags(conn, table)
         ts = dialects.epoch_seconds(conn, table.column("ts"), table.storage)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import sqlalchemy as sa
 
 import incidentkit.evidence as evidence_module
 from incidentkit.errors import ParameterError
@@ -21,6 +22,8 @@ from incidentkit.flows import engine_card
 from incidentkit.flows.overview import steps
 from incidentkit.flows.overview.card import CHECKS
 from incidentkit.flows.overview.triage import OverviewReport
+from incidentkit.flows.runaway import card as runaway_card
+from incidentkit.flows.runaway import counts
 from incidentkit.simulate import simulate
 from incidentkit.sources.registry import loader_for
 
@@ -238,3 +241,68 @@ def test_without_a_database_every_engine_check_says_why(tmp_path: Path) -> None:
     assert len(card) and card["severity"].eq("NOT_CHECKED").all()
     assert card["title"].str.contains("not a database table|kept elsewhere|not computed").all()
     assert steps.coverage(incident, settings).startswith("Coverage not measured")
+
+
+BUDGET = 5
+"""The loop search's invocation budget in the bounded test: far fewer than share a top count."""
+
+
+def _runaway_lines(pack: Path) -> tuple[pd.DataFrame, engine_card.Travelled]:
+    """The engine's over-call-limit lines of every app of ``pack``, and what travelled."""
+    incident, settings = steps.setup(pack, card_engine="yes")
+    whole = incident.narrowed(replace(incident.filters, app_name=None))
+    with engine_card.opened(
+        apps=settings.apps,
+        filters=whole.filters,
+        as_of=settings.as_of,
+        profiles={app: steps.profile_of(incident, app) for app in settings.apps},
+        sources=incident.sources,
+        environ=incident.environ,
+    ) as context:
+        lines = pd.DataFrame(runaway_card.engine_lines(context))
+        return lines, context.travelled
+
+
+@pytest.mark.slow
+def test_the_loop_search_reads_a_bounded_number_of_invocations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Healthy traffic whose model calls take one value per app (every invocation at the p99
+    count): with a budget of :data:`BUDGET` invocations, the loader reads the events of at most
+    that many per app, the line is the same, and its detail says how many were left unread."""
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    pack = simulate(SCENARIO, tmp_path / "pack", into=url, scale=SCALE)
+    monkeypatch.setenv("INCIDENT_DB_URL", url)
+    without_sections(pack, UNREAD)
+    whole, unbounded = _runaway_lines(pack)
+    monkeypatch.setattr(runaway_card, "LOOP_INVOCATIONS", BUDGET)
+    bounded, travelled = _runaway_lines(pack)
+    pd.testing.assert_frame_equal(
+        bounded.drop(columns="detail"), whole.drop(columns="detail"), check_like=True
+    )
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        per = (
+            sa.select(sa.column("app_name"), sa.column("invocation_id"), sa.func.count().label("n"))
+            .select_from(sa.table("adk_event"))
+            .group_by(sa.column("app_name"), sa.column("invocation_id"))
+            .subquery()
+        )
+        most = conn.execute(sa.select(sa.func.max(per.c.n))).scalar_one()
+    engine.dispose()
+    assert 0 < travelled.loaded["events"] <= len(bounded) * BUDGET * most
+    assert travelled.loaded["events"] < unbounded.loaded["events"]
+    # the apps whose every invocation makes the same number of calls say how many were left
+    memory = steps.setup(pack, card_engine="no")[0]
+    events = memory.events
+    counted = counts.from_events(events, memory.responses)
+    apps = events.drop_duplicates("invocation_id").set_index("invocation_id")["app_name"]
+    calls = counted.assign(app=counted["invocation_id"].map(apps)).groupby("app")["model_calls"]
+    said = 0
+    for app, line in bounded.set_index("app").iterrows():
+        mine = calls.get_group(app)
+        if mine.min() == mine.max() and len(mine) > BUDGET:
+            said += 1
+            assert f"in the {BUDGET} invocations with the most model calls; " in line["detail"]
+            assert f"; {len(mine) - BUDGET} more at " in line["detail"]
+    assert said
