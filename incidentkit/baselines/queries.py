@@ -429,3 +429,27 @@ def ledger_table(conn: Connection, spec: SourceSpec, *, what: str) -> LedgerTabl
     present = {col: name for col, name in names.items() if name in info.columns}
     times = [c for c in (*LEDGER_TIMES, "lease_until") if c in present]
     return LedgerTable(info, present, {t: sql.time_storage(info, present[t]) for t in times})
+
+
+def latest_seconds(
+    conn: Connection, spec: SourceSpec, filters: Filters, *, what: str
+) -> float | None:
+    """Epoch seconds of the latest row of ``spec``'s table (``[events]``: its events' times;
+    ``[ledger]``: its runs' ``updated_at``) within ``filters`` (window, app, sessions,
+    invocations): one ``MAX`` in the engine, where the flows take it from the loaded frame. None
+    when no row matches."""
+    if spec.section == "ledger":
+        ledger = ledger_table(conn, spec, what=what)
+        names = ledger.names
+        column, storage = ledger.column("updated_at"), ledger.storage["updated_at"]
+        on = sql.Predicates.named(names, time="updated_at", time_storage=storage)
+        info = ledger.info
+    else:
+        events = event_table(conn, spec, what=what)
+        column, storage = events.column("ts"), events.storage
+        on = sql.Predicates.named(events.names, time="ts", time_storage=storage)
+        info = events.info
+    seconds = dialects.epoch_seconds(conn, column, storage)
+    statement = sa.select(sa.func.max(seconds)).select_from(info.clause)
+    top = conn.execute(statement.where(*sql.where(conn, filters, on, info))).scalar()
+    return None if top is None else float(top)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol
@@ -84,7 +84,12 @@ class AsOf:
 
 
 def judge(
-    flow: str, evidence: Evidence, as_of: object, *, sections: Iterable[str] | None = None
+    flow: str,
+    evidence: Evidence,
+    as_of: object,
+    *,
+    sections: Iterable[str] | None = None,
+    latest: Callable[[Evidence], pd.Timestamp | None] | None = None,
 ) -> tuple[Evidence, AsOf]:
     """The one rule for every flow's as_of, and the moment its ages are judged at.
 
@@ -92,14 +97,21 @@ def judge(
     read up to it; ages are judged at the evidence's last record (in the flow's ``sections``)
     when as_of lies past it by more than the stale limit. Empty: the manifest window's end,
     else the evidence's last record; never the clock (``--as-of now`` asks for that).
+    ``latest`` finds that last record in place of :func:`last_record` over the sections
+    (the engine card asks the database, loading nothing).
     Returns the evidence up to as_of and the :class:`AsOf`.
     """
     read = tuple(FLOWS[flow].sections if sections is None else sections)
+    if latest is None:
+
+        def latest(ev: Evidence) -> pd.Timestamp | None:
+            return last_record(ev, read)
+
     if _blank(as_of):
         window = evidence.filters.window
         if window is not None:
             return evidence, AsOf(window.end, WINDOW_END, window.end)
-        end = last_record(evidence, read)
+        end = latest(evidence)
         if end is None:
             raise ParameterError(
                 "as_of is empty, the manifest has no window, and the evidence holds no row to "
@@ -111,7 +123,7 @@ def judge(
         return _judged(evidence, AsOf(end, f"{EVIDENCE_END} (no window)", end, end), end)
     asked = utc_timestamp(as_of, what="as_of")
     cut = up_to(evidence, asked)
-    end = last_record(cut, read)
+    end = latest(cut)
     limit = stale_limit(cut.manifest.filters.window, run_stale_after())
     at = end if end is not None and asked - end > limit else asked
     return _judged(cut, AsOf(asked, run_as_of_from() or PARAMETER, at, end), end)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from incidentkit.baselines import queries
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
 from incidentkit.flows import FLOWS, engine_card
@@ -20,6 +21,7 @@ from incidentkit.flows.common import (
     findings_context,
     frames_of,
     judge,
+    last_record,
     ledger_apps,
     logged_apps,
     opened,
@@ -40,6 +42,9 @@ from incidentkit.flows.overview.triage import (
 from incidentkit.flows.settings import Found, resolve
 from incidentkit.frames import FRAMES
 from incidentkit.manifest import Filters
+from incidentkit.sources import sql
+from incidentkit.sources.events import read_as
+from incidentkit.sources.events.bigquery_analytics import FORMAT as ANALYTICS
 
 FLOW = "overview"
 SECTIONS = tuple(dict.fromkeys((*DECLARED.sections, "jfr")))
@@ -60,12 +65,13 @@ def setup(
     parameter, else the manifest's ``app_name``, else every app the evidence names), the
     symptom, and where the card is computed (``card_engine``)."""
     incident = opened(FLOW, evidence, as_of=as_of)
+    in_engine = engine_chosen(card_engine.strip().lower() or "auto", incident.sources)
     if app_name and app_name.strip():
         apps, apps_from = [app_name.strip()], "parameter"
         check_app(incident, apps[0])
     elif incident.filters.app_name:
         apps, apps_from = [incident.filters.app_name], "manifest app_name"
-    elif engine_chosen(card_engine.strip().lower() or "auto", incident.sources):
+    elif in_engine:
         apps, where = engine_card.fleet_apps(incident.sources, incident.filters, incident.environ)
         apps_from = f"every app of {where}"
     else:
@@ -73,13 +79,40 @@ def setup(
         if not apps:
             apps, where = logged_apps(incident)
             apps_from = f"every app of {where}"
-    incident, moment = judge(FLOW, incident, as_of)
+    latest = _latest_in_engine if in_engine else None
+    incident, moment = judge(FLOW, incident, as_of, latest=latest)
     label = ", ".join(apps) if apps else "(none found)"
     found = Found(
         FLOW, label, apps_from, moment.at, moment.source, more={"apps": (tuple(apps), apps_from)}
     )
     settings = resolve(OverviewSettings, incident, found, symptom=symptom, card_engine=card_engine)
     return up_to(incident, settings.as_of), settings
+
+
+ENGINE_SECTIONS = ("events", "ledger")
+"""The sections the engine card reads in their database (the rest are small files)."""
+
+
+def _latest_in_engine(evidence: Evidence) -> pd.Timestamp | None:
+    """The evidence's last record, as :func:`~incidentkit.flows.common.last_record` finds it,
+    with the events' and the ledger's latest time asked of their database (one ``MAX`` each)
+    rather than read from frames the engine card never loads."""
+    times = [last_record(evidence, [s for s in DECLARED.sections if s not in ENGINE_SECTIONS])]
+    for section in ENGINE_SECTIONS:
+        spec = evidence.sources.get(section)
+        if spec is None or not engine_card.in_engine(spec) or read_as(spec) == ANALYTICS:
+            continue  # the Agent Analytics table: its rows are the engine card's own reads
+        what = f"[{section}] {spec.location()}"
+        engine = sql.open_source(spec, evidence.environ, what=what)
+        try:
+            with sql.connect(engine, what=what) as conn:
+                seconds = queries.latest_seconds(conn, spec, evidence.filters, what=what)
+        finally:
+            engine.dispose()
+        if seconds is not None:
+            times.append(pd.Timestamp(seconds, unit="s", tz="UTC"))
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
 
 
 def profile_of(evidence: Evidence, app: str) -> Profile:
