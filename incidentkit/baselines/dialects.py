@@ -25,6 +25,7 @@ be compiled for a warehouse that is not reachable from here.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -101,6 +102,16 @@ def json_path(keys: Sequence[str]) -> str:
     return "$." + ".".join(keys)
 
 
+_IDENTIFIER_PATH = re.compile(r"\$(\.[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+def _checked_path(path: str) -> str:
+    """``path``, which is written into SQL text: only a path of plain identifiers."""
+    if not _IDENTIFIER_PATH.fullmatch(path):
+        raise ValueError(f"not a JSON path of identifiers: {path!r}")
+    return path
+
+
 def json_text(conn: Bound, doc: ColumnElement[Any], keys: Sequence[str]) -> ColumnElement[str]:
     """The value at ``keys`` inside the JSON document ``doc`` as text; NULL when absent or
     null.
@@ -118,8 +129,10 @@ def json_text(conn: Bound, doc: ColumnElement[Any], keys: Sequence[str]) -> Colu
         return sa.func.json_extract_string(doc, path, type_=sa.Text)
     if name == "bigquery":
         # JSON_VALUE gives scalars (NULL for objects, arrays and null), JSON_QUERY the rest.
-        whole = sa.func.nullif(sa.func.json_query(doc, path), "null")
-        return sa.func.coalesce(sa.func.json_value(doc, path), whole, type_=sa.Text)
+        # The path is a literal, as the plugin's own views write it (the kit's identifiers).
+        literal: ColumnElement[str] = sa.literal_column(f"'{_checked_path(path)}'")
+        whole = sa.func.nullif(sa.func.json_query(doc, literal), "null")
+        return sa.func.coalesce(sa.func.json_value(doc, literal), whole, type_=sa.Text)
     if name == "clickhousedb":
         kind = sa.func.JSONType(doc, *keys)  # 'Null' for an absent key too
         return sa.case(

@@ -281,6 +281,12 @@ def test_bigquery_sql_of_each_feature() -> None:
         "coalesce(json_value(`docs`.`doc`, '$.actions.skipSummarization'), "
         "nullif(json_query(`docs`.`doc`, '$.actions.skipSummarization'), 'null'))"
     ) in text
+    compiled = str(
+        dialects.json_text(bq, doc, ("actions", "skipSummarization")).compile(dialect=bq.dialect)
+    )
+    assert "json_value(`docs`.`doc`, '$.actions.skipSummarization')" in compiled  # no parameter
+    with pytest.raises(ValueError, match="not a JSON path"):
+        dialects.json_text(bq, doc, ("actions", "x') OR TRUE --"))
     text = bq.sql(sa.select(dialects.has_item_key(bq, doc, ("content", "parts"), "functionCall")))
     assert "json_query(`docs`.`doc`, '$.content.parts')" in text
     assert """LIKE '%%"functionCall":%%'""" in text  # pyformat: the driver reads %% as %
