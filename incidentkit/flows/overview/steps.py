@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from incidentkit.baselines import queries
+from incidentkit.baselines import analytics, queries
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
 from incidentkit.flows import FLOWS, engine_card
@@ -43,8 +43,6 @@ from incidentkit.flows.settings import Found, resolve
 from incidentkit.frames import FRAMES
 from incidentkit.manifest import Filters
 from incidentkit.sources import sql
-from incidentkit.sources.events import read_as
-from incidentkit.sources.events.bigquery_analytics import FORMAT as ANALYTICS
 
 FLOW = "overview"
 SECTIONS = tuple(dict.fromkeys((*DECLARED.sections, "jfr")))
@@ -100,13 +98,18 @@ def _latest_in_engine(evidence: Evidence) -> pd.Timestamp | None:
     times = [last_record(evidence, [s for s in DECLARED.sections if s not in ENGINE_SECTIONS])]
     for section in ENGINE_SECTIONS:
         spec = evidence.sources.get(section)
-        if spec is None or not engine_card.in_engine(spec) or read_as(spec) == ANALYTICS:
-            continue  # the Agent Analytics table: its rows are the engine card's own reads
+        if spec is None or not engine_card.in_engine(spec):
+            continue
         what = f"[{section}] {spec.location()}"
         engine = sql.open_source(spec, evidence.environ, what=what)
         try:
             with sql.connect(engine, what=what) as conn:
-                seconds = queries.latest_seconds(conn, spec, evidence.filters, what=what)
+                if section == "events" and engine_card.is_analytics(spec, evidence.environ, conn):
+                    table = analytics.analytics_table(conn, spec, what=what)
+                    latest = analytics.latest(conn, table, evidence.filters)
+                    seconds = conn.execute(latest).scalar()
+                else:
+                    seconds = queries.latest_seconds(conn, spec, evidence.filters, what=what)
         finally:
             engine.dispose()
         if seconds is not None:
