@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
@@ -22,6 +23,7 @@ from sqlalchemy.engine.default import DefaultDialect
 
 from incidentkit.baselines import dialects
 from incidentkit.errors import SourceError
+from incidentkit.manifest import Filters, Window
 from incidentkit.sources import sql
 
 pytestmark = pytest.mark.xdist_group("chdb")  # chDB runs one engine folder per process
@@ -208,28 +210,43 @@ class Compiling:
 Run = Callable[[str], list[list[Any]]]
 
 
+@dataclass(frozen=True)
+class ClickHouseStore:
+    """The module's chDB folder holding :data:`VALUES`, :data:`DOCS` and :data:`STAMP` in
+    tables shaped as the tests' (``aware`` a ``DateTime64(6, 'UTC')``, ``naive`` one without a
+    zone: chDB's is UTC), and a function running ClickHouse SQL text on it."""
+
+    url: str
+    run: Callable[[str], list[list[Any]]]
+
+
 @pytest.fixture(scope="module")
-def clickhouse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    """A function running ClickHouse SQL on chdb (clickhouse-connect's ``chdb://`` client)
-    over :data:`VALUES`, :data:`DOCS` and :data:`STAMP` in tables shaped as the tests' (``aware``
-    a ``DateTime64(6, 'UTC')``)."""
+def clickhouse_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClickHouseStore]:
     import clickhouse_connect
 
-    client = clickhouse_connect.get_client(dsn=f"chdb://{tmp_path_factory.mktemp('chdb')}")
+    url = f"chdb://{tmp_path_factory.mktemp('chdb')}"
+    client = clickhouse_connect.get_client(dsn=url)
     client.command("CREATE TABLE vals (x Nullable(Float64), g Int32) ENGINE = Memory")
     client.command(
-        "CREATE TABLE docs (id Int32, doc String, aware DateTime64(6, 'UTC')) ENGINE = Memory"
+        "CREATE TABLE docs (id Int32, doc String, aware DateTime64(6, 'UTC'), "
+        "naive DateTime64(6)) ENGINE = MergeTree ORDER BY (aware, naive)"
     )
     values: list[list[Any]] = [[x, 1] for x in VALUES] + [[None, 2], [7.5, 3]]
     client.insert("vals", values, column_names=["x", "g"])
-    docs = [[i, json.dumps(d), STAMP] for i, d in enumerate(DOCS, start=1)]
-    client.insert("docs", docs, column_names=["id", "doc", "aware"])
+    docs = [[i, json.dumps(d), STAMP, STAMP] for i, d in enumerate(DOCS, start=1)]
+    client.insert("docs", docs, column_names=["id", "doc", "aware", "naive"])
 
     def run(text: str) -> list[list[Any]]:
         return [list(row) for row in client.query(text).result_rows]
 
-    yield run
+    yield ClickHouseStore(url, run)
     client.close()
+
+
+@pytest.fixture(scope="module")
+def clickhouse(clickhouse_store: ClickHouseStore) -> Run:
+    """A function running ClickHouse SQL text on :func:`clickhouse_store`'s tables."""
+    return clickhouse_store.run
 
 
 def _clickhouse() -> Compiling:
@@ -262,6 +279,41 @@ def test_clickhouse_epoch_seconds_and_buckets(clickhouse: Run) -> None:
     for found, start in rows:
         assert found == pytest.approx(STAMP.timestamp(), abs=1e-6)
         assert start == STAMP.timestamp() // 300 * 300
+
+
+def test_clickhouse_features_on_the_kits_own_engine(clickhouse_store: ClickHouseStore) -> None:
+    """The same features through the kit's read-only ``chdb://`` engine (clickhouse-connect's
+    DB-API and dialect, values bound as the card binds them), not compiled to text."""
+    check_percentiles(_read(clickhouse_store.url))
+    check_json_text(_read(clickhouse_store.url))
+    check_epoch(_read(clickhouse_store.url), _inspected)
+
+
+def test_clickhouse_window_bounds_keep_their_microseconds(
+    clickhouse_store: ClickHouseStore,
+) -> None:
+    """A window on a ``DateTime64`` key column, with or without a zone: the bound keeps its
+    microseconds (``STAMP`` is at ``.250001``), start included, end excluded."""
+    engine = _read(clickhouse_store.url)
+    us = pd.Timedelta(microseconds=1)
+    stamp = pd.Timestamp(STAMP)
+    with sql.connect(engine, what="test") as conn:
+        info = sql.inspect_table(conn, "docs")
+        assert info is not None
+        for name in ("aware", "naive"):
+            on = sql.Predicates(time=name)
+            counts = []
+            for start, end in (
+                (stamp, stamp + us),
+                (stamp + us, stamp + 2 * us),
+                (stamp - us, stamp),
+            ):
+                filters = Filters(window=Window(start, end))
+                conditions = sql.where(conn, filters, on, info)
+                statement = sa.select(sa.func.count()).select_from(info.clause).where(*conditions)
+                counts.append(conn.execute(statement).scalar())
+            assert counts == [len(DOCS), 0, 0], name
+    engine.dispose()
 
 
 # BigQuery: compiled with sqlalchemy-bigquery's dialect and read (no BigQuery runs here).

@@ -10,7 +10,11 @@ Three promises hold here, whatever a manifest or a parameter holds:
   read-only transaction: a ``bigquery://`` engine sends compiled Core ``SELECT`` statements
   only (anything else is refused before it is sent), its URL may carry no option that would
   give a query a destination table, and every query job is capped by ``maximum_bytes_billed``
-  (``docs/bigquery.md``).
+  (``docs/bigquery.md``). ClickHouse has no transactions either: every connection of a
+  ``clickhousedb://`` (``clickhouse://``) engine, and of a ``chdb:///folder`` one (the embedded
+  engine, through clickhouse-connect's chdb backend), sends ``readonly = 2`` with each query
+  (no write, no DDL; the server refuses them), and a statement carrying ClickHouse settings of
+  its own is refused before it is sent (:func:`_clickhouse_engine`).
 - **One statement, values bound.** Queries are SQLAlchemy Core statements: identifiers from the
   manifest are checked against the table's real columns, then quoted by the dialect; every
   value (filters, window bounds, id lists) is a bind parameter. On PostgreSQL the rows travel
@@ -27,7 +31,8 @@ database compares like with like, exactly to the microsecond: PostgreSQL ``times
 aware UTC datetimes, ``timestamp without time zone`` and MySQL/MariaDB ``DATETIME``/``TIMESTAMP``
 (compared in the session zone, UTC) naive UTC datetimes, SQLite (which has no time type and
 compares text) UTC text in the form SQLAlchemy and ADK write, ``YYYY-MM-DD HH:MM:SS.ffffff``,
-and epoch columns (SqliteSessionService's ``REAL``) seconds.
+and ClickHouse (whose ``DateTime64`` of any zone compares with a number as an instant) and
+epoch columns (SqliteSessionService's ``REAL``) seconds.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote as percent_encode
+from urllib.parse import unquote, urlsplit
 
 import pandas as pd
 import pyarrow as pa
@@ -138,11 +144,13 @@ def open_engine(
             sa.event.listen(engine, "connect", _mysql_read_only)
         elif backend == "bigquery":
             engine = _bigquery_engine(parsed, what=what, safe=safe, cap=max_bytes_billed)
+        elif backend in CLICKHOUSE_BACKENDS:
+            engine = _clickhouse_engine(url, parsed, what=what, safe=safe)
         else:
             raise SourceError(
                 f"{what}: database kind not supported",
                 value=safe if variable else backend,
-                fix="use PostgreSQL, MySQL/MariaDB or SQLite",
+                fix="use PostgreSQL, MySQL/MariaDB, SQLite, BigQuery or ClickHouse",
             )
     except NoSuchModuleError as err:
         raise SourceError(
@@ -150,7 +158,7 @@ def open_engine(
             value=safe,
             fix="install the warehouse extra for bigquery:// (pip install 'incidentkit[warehouse]')"
             if backend == "bigquery"
-            else "use postgresql+psycopg://, mysql+pymysql:// or sqlite:///",
+            else "use postgresql+psycopg://, mysql+pymysql://, sqlite:/// or clickhousedb://",
         ) from err
     if shown is not None:
         _SHOWN[engine] = shown
@@ -272,6 +280,182 @@ def _bigquery_engine(parsed: sa.URL, *, what: str, safe: str, cap: int | None) -
     return engine
 
 
+CLICKHOUSE_DRIVERS: Mapping[str, frozenset[str]] = {
+    "clickhouse": frozenset({"", "http", "https", "connect"}),
+    "clickhousedb": frozenset({"", "http", "https", "connect"}),
+    "chdb": frozenset({""}),
+}
+"""URL schemes (before ``+``) read through clickhouse-connect's ``clickhousedb`` dialect (a
+server over HTTP(S); a chDB folder, ``chdb:///path``), and the drivers (after ``+``) each takes."""
+CLICKHOUSE_BACKENDS = frozenset(CLICKHOUSE_DRIVERS)
+CLICKHOUSE_URL_KEYS = frozenset({"secure"})
+"""The only option a ClickHouse URL may carry. The dialect gives every other one to the client,
+which sends it as a ClickHouse setting with each query: a setting can change what a query
+computes (``join_use_nulls``...) or lift ``readonly``."""
+_CLICKHOUSE_TIMEOUTS = {"connect_timeout": 10, "send_receive_timeout": 300}
+_CHDB_FIX = (
+    "chDB runs one engine folder per process: read this folder in a process that has opened no "
+    "other (close other chdb clients first), and give chdb:///absolute/path/to/folder, a folder "
+    "chDB has written"
+)
+
+
+def _clickhouse_engine(url: str, parsed: sa.URL, *, what: str, safe: str) -> Engine:
+    """A read-only engine of clickhouse-connect's ``clickhousedb`` dialect on a ClickHouse
+    server (``clickhousedb://user@host:8123/db``; ``clickhouse://`` and ``+https`` too) or on a
+    chDB folder (``chdb:///absolute/folder``, the embedded engine: tests, local copies).
+
+    ClickHouse has no transactions and no read-only one: every connection sends ``readonly =
+    2`` with each of its queries (:func:`_clickhouse_read_only`; a user whose profile says
+    ``readonly = 2`` keeps it), which refuses writes and DDL on the server; a statement
+    asking for ClickHouse settings of its own (which would beat the connection's) is refused
+    before it is sent (:func:`_no_settings`).
+    """
+    options = sorted(set(parsed.query) - CLICKHOUSE_URL_KEYS)
+    if options:
+        raise SourceError(
+            f"{what}: the ClickHouse URL carries options the kit does not take",
+            value=options,
+            fix="write clickhousedb://user@host:8123/database (?secure=true, or +https, allowed); "
+            "the kit sends its own settings (readonly = 2)",
+        )
+    backend, _, driver = parsed.drivername.partition("+")
+    if driver not in CLICKHOUSE_DRIVERS[backend]:
+        raise SourceError(
+            f"{what}: the kit reads ClickHouse over HTTP(S) only (clickhouse-connect)",
+            value=safe,
+            fix="write clickhousedb://user@host:8123/database (8443 with +https), not the "
+            "native protocol's port 9000; chdb:///absolute/folder for chDB",
+        )
+    if backend == "chdb":
+        folder = _chdb_folder(url, what=what, safe=safe)
+        engine = sa.create_engine(
+            sa.URL.create("clickhousedb", database=str(folder)),  # for messages; creator connects
+            creator=lambda: _chdb_connection(folder, what=what, safe=safe),
+            poolclass=sa.pool.NullPool,
+        )
+        _SHOWN.setdefault(engine, safe)
+    else:
+        secure = driver == "https" or str(parsed.query.get("secure", "")).lower() in (
+            "1",
+            "true",
+            "yes",
+        )
+        server = parsed.set(drivername="clickhousedb").difference_update_query(["secure"])
+        engine = sa.create_engine(
+            server,
+            connect_args={
+                "secure": secure,
+                "autogenerate_session_id": False,
+                **_CLICKHOUSE_TIMEOUTS,
+            },
+            poolclass=sa.pool.NullPool,
+        )
+    # first: before the dialect's own first queries on the connection
+    sa.event.listen(engine, "connect", _clickhouse_read_only(what, safe), insert=True)
+    sa.event.listen(engine, "before_cursor_execute", _no_settings)
+    return engine
+
+
+def _chdb_folder(url: str, *, what: str, safe: str) -> Path:
+    """The folder of ``chdb:///absolute/folder`` (percent-decoded); it must exist."""
+    split = urlsplit(url)
+    folder = Path(unquote(split.path)) if not split.netloc and split.path else None
+    if split.fragment or folder is None or not folder.is_absolute() or not folder.is_dir():
+        raise SourceError(
+            f"{what}: no chDB folder at this URL",
+            value=safe,
+            fix="give chdb:///absolute/path/to/folder, a folder chDB has written (a # or ? in "
+            "its name written %23, %3F)",
+        )
+    return folder
+
+
+def _chdb_connection(folder: Path, *, what: str, safe: str) -> Any:
+    """A clickhouse-connect DB-API connection on the chDB folder ``folder``.
+
+    The folder goes as ``path``, not in a ``chdb://`` DSN: the DSN's path is not
+    percent-decoded and a ``#`` or ``?`` in it cuts it short (another folder would be opened).
+    """
+    from clickhouse_connect import dbapi
+    from clickhouse_connect.driver.exceptions import Error as ClickHouseError
+
+    try:
+        return dbapi.connect(interface="chdb", path=str(folder))
+    except (ClickHouseError, OSError, ImportError) as err:
+        raise SourceError(
+            f"{what}: cannot open the chDB folder",
+            value=f"{safe} ({first_line(err)})",
+            fix=_CHDB_FIX,
+        ) from err
+
+
+CLICKHOUSE_SETTINGS = {"aggregate_functions_null_for_empty": "1", "join_use_nulls": "1"}
+"""ClickHouse settings every kit connection sends besides ``readonly = 2``: the SQL semantics
+the Core queries assume on every other engine. ClickHouse's own defaults give ``0`` for
+``MAX``/``MIN``/``SUM`` over no row (a ``latest_seconds`` of an empty window would be 1970)
+and a type's default for the missing side of an outer join."""
+
+
+def _clickhouse_read_only(what: str, safe: str) -> Any:
+    """A ``connect`` listener that makes each ClickHouse connection send ``readonly = 2`` and
+    :data:`CLICKHOUSE_SETTINGS` with every query.
+
+    A user whose profile says ``readonly = 1`` is refused: ClickHouse then refuses every
+    setting a query carries, so the kit's could not be sent (``readonly = 2`` allows settings
+    and still no write). A profile with ``readonly = 2`` keeps it.
+    """
+
+    def listen(dbapi_conn: Any, _record: Any) -> None:
+        from clickhouse_connect.driver.exceptions import Error as ClickHouseError
+
+        client = dbapi_conn.client
+        try:
+            current = client.server_settings.get("readonly")
+            value = "0" if current is None else str(current.value)
+            if value not in ("0", "2"):
+                raise ValueError(f"the user's profile has readonly = {value}")
+            for key, setting in CLICKHOUSE_SETTINGS.items():
+                client.set_client_setting(key, setting)
+            if value == "0":  # a profile's readonly = 2 cannot be set again, even to 2
+                client.set_client_setting("readonly", "2")
+        except (ClickHouseError, ValueError) as err:
+            dbapi_conn.close()
+            raise SourceError(
+                f"{what}: cannot make the ClickHouse connection read-only",
+                value=f"{safe} ({first_line(err)})",
+                fix="use a user allowed to set readonly = 2 (a profile with readonly = 2, or "
+                "none): the kit sends readonly = 2 and "
+                + ", ".join(f"{k} = {v}" for k, v in CLICKHOUSE_SETTINGS.items())
+                + " with each query",
+            ) from err
+
+    return listen
+
+
+def _no_settings(
+    _conn: Connection,
+    _cursor: Any,
+    statement: str,
+    _parameters: Any,
+    context: Any,
+    _executemany: bool,
+) -> None:
+    """Refuse a statement that carries ClickHouse settings (``execution_options(settings=...)``):
+    they are sent with the query and beat the connection's ``readonly``."""
+    options = dict(getattr(context, "execution_options", None) or {})
+    compiled = getattr(context, "compiled", None)
+    element = getattr(compiled, "statement", None)
+    if element is not None:
+        options.update(element.get_execution_options())
+    if options.get("settings"):
+        raise SourceError(
+            "ClickHouse: the kit sends no statement with settings of its own",
+            value=sorted(options["settings"]),
+            fix="this is a bug in the kit: report it (no statement was sent)",
+        )
+
+
 def _selects_only(
     _conn: Connection,
     _cursor: Any,
@@ -320,6 +504,9 @@ _BEGIN_READ_ONLY = {
     "postgresql": "SET TRANSACTION READ ONLY",
     "mysql": "START TRANSACTION READ ONLY",
 }
+"""The statement that makes a transaction read-only, by dialect. None for ClickHouse
+(``clickhousedb``): it has no transactions (the driver's begin and rollback do nothing), and
+every query of the kit's connections carries ``readonly = 2`` (:func:`_clickhouse_engine`)."""
 
 
 @contextmanager
@@ -602,9 +789,17 @@ def window_params(
 
 
 def bind_time(conn: Connection, stamp: pd.Timestamp, storage: TimeStorage) -> BoundTime:
-    """``stamp`` (aware, whole microseconds) in the representation a time column stores."""
+    """``stamp`` (aware, whole microseconds) in the representation a time column stores.
+
+    ClickHouse compares its time columns with epoch seconds (a ``Float64``): a ``DateTime`` or
+    ``DateTime64`` of any zone compares with a number as the instant it holds, exactly to the
+    microsecond (checked on chDB, equality included, through a MergeTree key). The other
+    spellings fail there: clickhouse-connect renders a bound ``datetime`` to the second, text
+    is read in the column's zone, and the key analysis refuses text with a zone (``...Z``) for
+    a ``DateTime64`` and text with a fraction for a ``DateTime``.
+    """
     utc = stamp.tz_convert("UTC")
-    if storage == "epoch_s":
+    if storage == "epoch_s" or conn.dialect.name == "clickhousedb":
         return utc.timestamp()
     if conn.dialect.name == "sqlite":
         return utc.strftime(SQLITE_TIME_FORMAT)
