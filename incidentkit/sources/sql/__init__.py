@@ -276,8 +276,23 @@ def _bigquery_engine(parsed: sa.URL, *, what: str, safe: str, cap: int | None) -
     limit = DEFAULT_MAX_BYTES_BILLED if cap is None else cap
     capped = parsed.update_query_dict({"maximum_bytes_billed": str(limit)})
     engine = sa.create_engine(capped, poolclass=sa.pool.NullPool)
+    forget_bigquery_unnest()
     sa.event.listen(engine, "before_cursor_execute", _selects_only)
     return engine
+
+
+def forget_bigquery_unnest() -> None:
+    """Undo what importing ``sqlalchemy_bigquery`` does to every other dialect: it registers
+    its ``unnest`` (ARRAY arguments only, no cache key) as SQLAlchemy's ``func.unnest``, which
+    PostgreSQL's own reflection calls (``has_index``), so a process that has read BigQuery
+    would warn, or fail, reading PostgreSQL. The kit never calls ``func.unnest``; BigQuery's
+    ``IN UNNEST(@param)`` is written by its compiler, not through the registry."""
+    from sqlalchemy.sql import functions
+
+    registry = functions._registry["_default"]
+    found = registry.get("unnest")
+    if found is not None and found.__module__.startswith("sqlalchemy_bigquery"):
+        del registry["unnest"]
 
 
 CLICKHOUSE_DRIVERS: Mapping[str, frozenset[str]] = {

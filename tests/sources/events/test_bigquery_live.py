@@ -593,3 +593,15 @@ def test_any_row_values_are_read_or_rejected_with_their_place(
     except IncidentkitError:
         return
     assert len(frames["events"]) <= len(read)
+
+
+def test_opening_bigquery_leaves_other_dialects_func_unnest_alone(credentials: Path) -> None:
+    """sqlalchemy-bigquery registers its ``unnest`` for every dialect on import; PostgreSQL's
+    reflection calls ``func.unnest``, which would then warn (an error here) or refuse."""
+    from sqlalchemy.dialects import postgresql
+
+    engine = sql.open_engine(URL, what="events")
+    unnest = sa.func.unnest(sa.column("indkey"))
+    assert not type(unnest).__module__.startswith("sqlalchemy_bigquery")
+    assert str(unnest.compile(dialect=postgresql.dialect())) == "unnest(indkey)"  # type: ignore[no-untyped-call]
+    engine.dispose()
