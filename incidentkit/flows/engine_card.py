@@ -27,13 +27,14 @@ from sqlalchemy.engine import Connection, Row
 from sqlalchemy.sql.elements import ColumnElement
 
 from incidentkit import baselines
-from incidentkit.baselines import analytics, queries
+from incidentkit.baselines import analytics, files, queries
 from incidentkit.baselines.dialects import NAMES, check_engine, is_mariadb, prepare
 from incidentkit.errors import IncidentkitError, SourceError
 from incidentkit.flows.card_lines import LINE_COLUMNS, CardLine, Profile, not_checked
 from incidentkit.frames import empty
 from incidentkit.manifest import DEFAULT_MAX_BYTES_BILLED, Filters, SourceSpec, is_bigquery
 from incidentkit.sources import sql
+from incidentkit.sources.evidence_files import expand_paths
 from incidentkit.sources.registry import loader_for
 
 CARD_ENGINE = ("auto", "yes", "no")
@@ -43,6 +44,16 @@ ANALYTICS = "bigquery-agent-analytics"
 UNREAD = ("diagnostics", "spans")
 """Sections the in-memory card reads first (they time and count runs better) that the engine
 card does not read: they are files, as large as the traffic."""
+FILES_AUTO_BYTES = 256 * 1024**2
+"""``auto`` computes the card by DuckDB over event files of at least this many bytes of events
+(:func:`files_bytes`). Measured on a 10M-event week (``benchmarks/bench_card_files.py``): the
+in-memory card holds about 1.9 KB of frames per event (six times its JSON) and took 3 to 5
+times DuckDB's time per event, while DuckDB's memory stays capped (``files.MEMORY_LIMIT``;
+under 1 GB peak for the week). At 256 MB (some 800,000 events) pandas needs some 1.5 GB and
+40 to 100 s, DuckDB 10 to 30 s, and the gap grows with the files; below it pandas is quick and
+small enough, and it computes every check from every source (the state check, the spans and
+the diagnostics log first), which the engine card does not."""
+FILES_ENGINE = NAMES["duckdb"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +66,13 @@ class EngineEvents:
     spec: SourceSpec
     engine: str
     """The database's kind in words (``PostgreSQL``)."""
+    files: str | None = None
+    """Event files read by DuckDB: their names as a line shows them (None: a database)."""
+
+    @property
+    def name(self) -> str:
+        """What a line says it was computed over: the table, or the files."""
+        return self.files or self.source.info.name
 
     @property
     def analytics(self) -> analytics.AnalyticsTable | None:
@@ -142,6 +160,8 @@ class EngineCardContext:
         table = self.events.analytics if section == "events" and self.events else None
         if table is not None and self.events is not None:
             frames = _analytics_frames(self.events.conn, table, spec, filters)
+        elif section == "events" and self.events is not None and self.events.files is not None:
+            frames = _view_frames(self.events, filters)
         else:
             frames = dict(
                 loader_for(section, spec.format)(spec, filters, environ=self.environ).frames
@@ -182,16 +202,15 @@ class EngineCardContext:
         return self.missing.get("ledger", "the manifest has no [ledger] section")
 
     def computed(self, *over: str) -> str:
-        """Where a line was computed: ``computed in PostgreSQL over adk_event``."""
-        names = []
-        engine = ""
+        """Where a line was computed: ``computed in PostgreSQL over adk_event``; ``computed
+        in DuckDB over events.parquet and PostgreSQL over agent_run`` for two engines."""
+        where: dict[str, list[str]] = {}
         if "events" in over and self.events is not None:
-            engine = self.events.engine
-            names.append(self.events.source.info.name)
+            where.setdefault(self.events.engine, []).append(self.events.name)
         if "ledger" in over and self.ledger is not None:
-            engine = engine or self.ledger.engine
-            names.append(self.ledger.table.info.name)
-        return f"computed in {engine} over {', '.join(names)}" if names else ""
+            where.setdefault(self.ledger.engine, []).append(self.ledger.table.info.name)
+        said = " and ".join(f"{engine} over {', '.join(names)}" for engine, names in where.items())
+        return f"computed in {said}" if said else ""
 
 
 def _analytics_frames(
@@ -209,6 +228,36 @@ def _analytics_frames(
         conn, table.info.name, filters, sink, naive=spec.naive_timestamps, what=what, cap=cap
     )
     return event_source.analytics_frames(rows, filters, sink, identity=spec.identity)
+
+
+def _view_frames(events: EngineEvents, filters: Filters) -> dict[str, pd.DataFrame]:
+    """The events frames of the rows of ``filters`` in the DuckDB view over the files: the
+    view's rows (in the files' order: DuckDB keeps a scan's order) normalised as the files'
+    loader normalises them, the filters applied again as for files."""
+    from incidentkit.sources.events import adk_events
+    from incidentkit.sources.loaded import RejectSink
+
+    conn, table, spec = events.conn, events.table, events.spec
+    on = sql.Predicates.named(table.names, time="ts", time_storage=table.storage)
+    keys = ("event_id", "app_name", "user_id", "session_id", "event")
+    statement = (
+        sa.select(*(table.column(key).label(key) for key in keys))
+        .select_from(table.info.clause)
+        .where(*sql.where(conn, filters, on, table.info))
+    )
+    rows = pd.DataFrame(conn.execute(statement).all(), columns=list(keys), dtype=object)
+    meta = rows[["app_name", "user_id", "session_id"]].assign(
+        location=f"{events.files}:" + rows["event_id"].astype(str)
+    )
+    python = spec.format is None and table.python
+    origin = adk_events.PYTHON_SESSION_JSON if python else adk_events.JAVA_JSON
+    sink = RejectSink("events")
+    batch = adk_events.Batch(values=rows["event"], meta=meta, origin=origin)
+    frames = adk_events.normalise(
+        [batch], filters, sink, apply_filters=True, identity=spec.identity
+    )
+    frames["session_state"] = empty("session_state")
+    return frames
 
 
 def apps_in(conn: Connection, col: ColumnElement[Any], apps: Sequence[str]) -> ColumnElement[bool]:
@@ -300,10 +349,40 @@ def engine_name(conn: Connection) -> str:
     return "MariaDB" if is_mariadb(conn) else NAMES.get(conn.dialect.name, conn.dialect.name)
 
 
-def in_engine(spec: SourceSpec | None) -> bool:
+def in_engine(spec: SourceSpec | None, *, files: bool = False) -> bool:
     """Whether the card can be computed in ``spec``'s database (a table the baselines push
-    into: PostgreSQL, MySQL/MariaDB, SQLite; the Agent Analytics table in BigQuery)."""
-    return spec is not None and spec.is_database and baselines.pushable(spec)
+    into: PostgreSQL, MySQL/MariaDB, SQLite; the Agent Analytics table in BigQuery); with
+    ``files``, also by DuckDB over ``[events]`` files (:func:`in_duckdb`)."""
+    if spec is None:
+        return False
+    return (spec.is_database and baselines.pushable(spec)) or (files and in_duckdb(spec))
+
+
+def in_duckdb(spec: SourceSpec | None) -> bool:
+    """Whether ``spec`` is ``[events]`` files DuckDB reads for the card: JSON lines of the
+    kit's event shapes, or Parquet rows of an events table (:func:`files.readable`)."""
+    return (
+        spec is not None
+        and spec.section == "events"
+        and not spec.is_database
+        and baselines.pushable(spec)
+    )
+
+
+def files_bytes(spec: SourceSpec) -> int:
+    """The size of the events in ``spec``'s files (a pattern expanded): JSON lines as they
+    are; a Parquet file as its row groups hold them uncompressed (from its footer), the size
+    the frames are loaded from (compressed, event JSON takes about a twentieth of it)."""
+    import pyarrow.parquet as pq
+
+    total = 0
+    for path in expand_paths(spec.paths, what=spec.section):
+        if path.suffix.lower() in files.PARQUET_SUFFIXES:
+            meta = pq.ParquetFile(path).metadata
+            total += sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+        else:
+            total += path.stat().st_size
+    return total
 
 
 def is_analytics(
@@ -323,13 +402,20 @@ def is_analytics(
 
 def engine_chosen(choice: str, sources: Mapping[str, SourceSpec]) -> bool:
     """Whether ``card_engine`` = ``choice`` computes the card in the engine: ``yes``; ``no``;
-    ``auto`` when the events (and the ledger, if any) are in a database it can push into."""
+    ``auto`` when the events (and the ledger, if any) are in a database it can push into, or
+    the events are files DuckDB reads of :data:`FILES_AUTO_BYTES` or more (and the ledger, if
+    any, is in a database)."""
     if choice == "yes":
         return True
     if choice == "no":
         return False
     ledger = sources.get("ledger")
-    return in_engine(sources.get("events")) and (ledger is None or in_engine(ledger))
+    if ledger is not None and not in_engine(ledger):
+        return False
+    events = sources.get("events")
+    if in_engine(events):
+        return True
+    return events is not None and in_duckdb(events) and files_bytes(events) >= FILES_AUTO_BYTES
 
 
 def _same_database(a: SourceSpec, b: SourceSpec) -> bool:
@@ -351,7 +437,9 @@ def opened(
     jfr_old_objects: pd.DataFrame | None = None,
 ) -> Iterator[EngineCardContext]:
     """The engine card's context: a read-only connection to the events' database and to the
-    ledger's (one when they share it), each in one read-only transaction, closed after."""
+    ledger's (one when they share it), each in one read-only transaction, closed after; event
+    files DuckDB reads: a fresh in-memory DuckDB with the view over them
+    (:func:`files.event_view`), closed after."""
     missing: dict[str, str] = {}
     with ExitStack() as stack:
         conns: dict[tuple[object, object], Connection] = {}
@@ -378,9 +466,13 @@ def opened(
             else:
                 source = queries.event_table(conn, spec, what=what)
             events = EngineEvents(conn, source, spec, engine_name(conn))
+        elif spec is not None and in_duckdb(spec):
+            what = f"engine card {spec.location()}"
+            conn, view = stack.enter_context(files.event_view(spec, what=what))
+            events = EngineEvents(conn, view, spec, FILES_ENGINE, files=files_label(spec))
         elif spec is not None:
             missing["events"] = (
-                f"the [events] source is not a database table the card can query "
+                f"the [events] source is not a database table or files DuckDB reads "
                 f'({spec.location()}): give card_engine = "no" to load it'
             )
         spec = sources.get("ledger")
@@ -410,6 +502,39 @@ def opened(
             jfr_heap=jfr_heap,
             jfr_old_objects=jfr_old_objects,
         )
+
+
+def files_label(spec: SourceSpec) -> str:
+    """The event files as a line names them: ``events.parquet``, ``a.jsonl, b.jsonl ...``."""
+    paths = expand_paths(spec.paths, what=spec.section)
+    return ", ".join(p.name for p in paths[:2]) + (" ..." if len(paths) > 2 else "")
+
+
+def latest(
+    spec: SourceSpec, filters: Filters, environ: Mapping[str, str] | None
+) -> pd.Timestamp | None:
+    """The latest time of ``spec``'s rows within ``filters`` (``[events]``: its events';
+    ``[ledger]``: its runs' ``updated_at``), asked of where the engine card reads them, one
+    ``MAX``: the database (:func:`queries.latest_seconds`; the Agent Analytics table's
+    ``timestamp``), or DuckDB over event files. None when no row matches."""
+    what = f"[{spec.section}] {spec.location()}"
+    if in_duckdb(spec):  # the view's ts: a TIMESTAMP in UTC, to the microsecond
+        with files.event_view(spec, what=what) as (conn, table):
+            on = sql.Predicates.named(table.names, time="ts", time_storage=table.storage)
+            statement = sa.select(sa.func.max(table.column("ts"))).select_from(table.info.clause)
+            top = conn.execute(statement.where(*sql.where(conn, filters, on, table.info))).scalar()
+        return None if top is None else pd.Timestamp(top, tz="UTC")
+    engine = sql.open_source(spec, environ, what=what)
+    try:
+        with sql.connect(engine, what=what) as conn:
+            if spec.section == "events" and is_analytics(spec, environ, conn):
+                found = analytics.analytics_table(conn, spec, what=what)
+                seconds = conn.execute(analytics.latest(conn, found, filters)).scalar()
+            else:
+                seconds = queries.latest_seconds(conn, spec, filters, what=what)
+    finally:
+        engine.dispose()
+    return None if seconds is None else pd.Timestamp(seconds, unit="s", tz="UTC")
 
 
 def engine_lines(context: EngineCardContext) -> pd.DataFrame:
