@@ -400,22 +400,83 @@ def is_analytics(
         return False
 
 
-def engine_chosen(choice: str, sources: Mapping[str, SourceSpec]) -> bool:
+def engine_chosen(
+    choice: str,
+    sources: Mapping[str, SourceSpec],
+    *,
+    filters: Filters | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> bool:
     """Whether ``card_engine`` = ``choice`` computes the card in the engine: ``yes``; ``no``;
-    ``auto`` when the events (and the ledger, if any) are in a database it can push into, or
-    the events are files DuckDB reads of :data:`FILES_AUTO_BYTES` or more (and the ledger, if
-    any, is in a database)."""
-    if choice == "yes":
-        return True
-    if choice == "no":
-        return False
+    ``auto`` (:func:`auto_choice`) when the evidence is a fleet's, not an incident's."""
+    if choice in ("yes", "no"):
+        return choice == "yes"
+    return auto_choice(sources, filters=filters, environ=environ)[0]
+
+
+def auto_choice(
+    sources: Mapping[str, SourceSpec],
+    *,
+    filters: Filters | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[bool, str]:
+    """``card_engine = "auto"``: whether the engine computes the card, and why. The engine
+    when the events (and the ledger, if any) are where it can query them and there are many
+    of them: the BigQuery Agent Analytics table always (a warehouse is not loaded); a database
+    table holding at least :data:`DATABASE_AUTO_EVENTS` events in the window (counted with a
+    ``LIMIT``, so no more are read); event files DuckDB reads of :data:`FILES_AUTO_BYTES` or
+    more. Below that, pandas: it checks every line (``state-can-vanish`` needs every state
+    delta) in seconds."""
     ledger = sources.get("ledger")
     if ledger is not None and not in_engine(ledger):
-        return False
+        return False, "auto: the ledger is not in a database the card can query"
     events = sources.get("events")
+    if events is None:
+        return False, "auto: no [events] section"
     if in_engine(events):
-        return True
-    return events is not None and in_duckdb(events) and files_bytes(events) >= FILES_AUTO_BYTES
+        if events.is_database and is_analytics(events, environ):
+            return True, "auto: the events are the Agent Analytics table in BigQuery"
+        many = events_at_least(events, filters or Filters(), environ, DATABASE_AUTO_EVENTS)
+        shown = f"{DATABASE_AUTO_EVENTS:,}"
+        if many:
+            return True, f"auto: at least {shown} events in the window, in their database"
+        return False, f"auto: fewer than {shown} events in the window: loaded into pandas"
+    if in_duckdb(events):
+        size = files_bytes(events)
+        if size >= FILES_AUTO_BYTES:
+            return True, f"auto: {size / 1024**2:,.0f} MB of event files, read by DuckDB"
+        return False, f"auto: {size / 1024**2:,.0f} MB of event files: loaded into pandas"
+    return False, "auto: the events are files DuckDB does not read: loaded into pandas"
+
+
+DATABASE_AUTO_EVENTS = 500_000
+"""``auto`` computes the card in the events' database from this many events in the window:
+about the size of :data:`FILES_AUTO_BYTES` of JSON lines, where pandas needs a gigabyte of
+frames (``benchmarks/bench_card.py``: about 1.9 KB per event) and most of a minute."""
+
+
+def events_at_least(
+    spec: SourceSpec, filters: Filters, environ: Mapping[str, str] | None, count: int
+) -> bool:
+    """Whether ``spec``'s table holds at least ``count`` events within ``filters``: a
+    ``COUNT`` over a ``LIMIT count`` sub-query, so the database reads no more than that."""
+    what = f"[{spec.section}] {spec.location()}"
+    engine = sql.open_source(spec, environ, what=what)
+    try:
+        with sql.connect(engine, what=what) as conn:
+            table = queries.event_table(conn, spec, what=what)
+            on = sql.Predicates.named(table.names, time="ts", time_storage=table.storage)
+            rows = (
+                sa.select(sa.literal(1).label("one"))
+                .select_from(table.info.clause)
+                .where(*sql.where(conn, filters, on, table.info))
+                .limit(count)
+                .subquery("some")
+            )
+            found = conn.execute(sa.select(sa.func.count()).select_from(rows)).scalar()
+    finally:
+        engine.dispose()
+    return int(found or 0) >= count
 
 
 def _same_database(a: SourceSpec, b: SourceSpec) -> bool:

@@ -81,9 +81,11 @@ class OverviewSettings(FlowSettings):
     card_engine: str = setting(
         Choice(_engines, none='"auto"'),
         default="auto",
-        default_source="default: the engine where the events (and ledger) are a database",
+        default_source="default: the engine for a fleet's evidence",
     )
     """Where the card's checks run: ``yes`` in the events' and ledger's database (SQL, the
     whole fleet in one pass per check; :mod:`incidentkit.flows.engine_card`), ``no`` over the
-    frames loaded into pandas, ``auto`` the engine when the events (and the ledger, if any)
-    are tables of a database it can query."""
+    frames loaded into pandas, ``auto`` the engine for a fleet's evidence
+    (:func:`~incidentkit.flows.engine_card.auto_choice`)."""
+    in_engine: bool
+    """Whether the card is computed in the engine: ``card_engine`` decided once, at setup."""

@@ -11,7 +11,6 @@ from typing import Any
 
 import pandas as pd
 
-from incidentkit.baselines import analytics, queries
 from incidentkit.evidence import Evidence
 from incidentkit.findings import Findings
 from incidentkit.flows import FLOWS, engine_card
@@ -27,7 +26,6 @@ from incidentkit.flows.common import (
     opened,
     up_to,
 )
-from incidentkit.flows.engine_card import engine_chosen
 from incidentkit.flows.evidence_limits import with_limits
 from incidentkit.flows.overview.card import SYMPTOMS, Profile, ordered
 from incidentkit.flows.overview.findings import overview_findings
@@ -39,10 +37,9 @@ from incidentkit.flows.overview.triage import (
     read_summary,
     triage_overview,
 )
-from incidentkit.flows.settings import Found, resolve
+from incidentkit.flows.settings import PARAMETER, Found, resolve
 from incidentkit.frames import FRAMES
 from incidentkit.manifest import Filters
-from incidentkit.sources import sql
 
 FLOW = "overview"
 SECTIONS = tuple(dict.fromkeys((*DECLARED.sections, "jfr")))
@@ -63,7 +60,13 @@ def setup(
     parameter, else the manifest's ``app_name``, else every app the evidence names), the
     symptom, and where the card is computed (``card_engine``)."""
     incident = opened(FLOW, evidence, as_of=as_of)
-    in_engine = engine_chosen(card_engine.strip().lower() or "auto", incident.sources)
+    choice = card_engine.strip().lower() or "auto"
+    if choice == "auto":
+        in_engine, why = engine_card.auto_choice(
+            incident.sources, filters=incident.filters, environ=incident.environ
+        )
+    else:
+        in_engine, why = choice == "yes", PARAMETER
     if app_name and app_name.strip():
         apps, apps_from = [app_name.strip()], "parameter"
         check_app(incident, apps[0])
@@ -81,7 +84,12 @@ def setup(
     incident, moment = judge(FLOW, incident, as_of, latest=latest)
     label = ", ".join(apps) if apps else "(none found)"
     found = Found(
-        FLOW, label, apps_from, moment.at, moment.source, more={"apps": (tuple(apps), apps_from)}
+        FLOW,
+        label,
+        apps_from,
+        moment.at,
+        moment.source,
+        more={"apps": (tuple(apps), apps_from), "in_engine": (in_engine, why)},
     )
     settings = resolve(OverviewSettings, incident, found, symptom=symptom, card_engine=card_engine)
     return up_to(incident, settings.as_of), settings
@@ -93,27 +101,14 @@ ENGINE_SECTIONS = ("events", "ledger")
 
 def _latest_in_engine(evidence: Evidence) -> pd.Timestamp | None:
     """The evidence's last record, as :func:`~incidentkit.flows.common.last_record` finds it,
-    with the events' and the ledger's latest time asked of their database (one ``MAX`` each)
-    rather than read from frames the engine card never loads."""
+    with the events' and the ledger's latest time asked of where the engine card reads them
+    (one ``MAX`` each), not read from frames it never loads."""
     times = [last_record(evidence, [s for s in DECLARED.sections if s not in ENGINE_SECTIONS])]
     for section in ENGINE_SECTIONS:
         spec = evidence.sources.get(section)
-        if spec is None or not engine_card.in_engine(spec):
+        if spec is None or not engine_card.in_engine(spec, files=True):
             continue
-        what = f"[{section}] {spec.location()}"
-        engine = sql.open_source(spec, evidence.environ, what=what)
-        try:
-            with sql.connect(engine, what=what) as conn:
-                if section == "events" and engine_card.is_analytics(spec, evidence.environ, conn):
-                    table = analytics.analytics_table(conn, spec, what=what)
-                    latest = analytics.latest(conn, table, evidence.filters)
-                    seconds = conn.execute(latest).scalar()
-                else:
-                    seconds = queries.latest_seconds(conn, spec, evidence.filters, what=what)
-        finally:
-            engine.dispose()
-        if seconds is not None:
-            times.append(pd.Timestamp(seconds, unit="s", tz="UTC"))
+        times.append(engine_card.latest(spec, evidence.filters, evidence.environ))
     known = [t for t in times if t is not None]
     return max(known) if known else None
 
@@ -171,7 +166,7 @@ def triage(
     jfr_heap = evidence.frame("jfr_heap") if jfr else None
     jfr_old = evidence.frame("jfr_old_objects") if jfr else None
     summary = read_summary(summary_path)
-    if engine_chosen(settings.card_engine, evidence.sources):
+    if settings.in_engine:
         found = engine_triage(
             evidence, settings, whole.filters, summary, histograms, jfr_heap, jfr_old
         )
@@ -306,7 +301,7 @@ def findings(report: OverviewReport, evidence: Evidence, settings: OverviewSetti
 def coverage(evidence: Evidence, settings: OverviewSettings) -> str:
     """What the evidence covers (:func:`incidentkit.coverage.measure`, which loads every
     source); with the engine card, not measured: loading the events is what it avoids."""
-    if engine_chosen(settings.card_engine, evidence.sources):
+    if settings.in_engine:
         return (
             "Coverage not measured: the card is computed in the events' and ledger's database "
             "(card_engine), and measuring would load every event. Run `incidentkit inspect` on "

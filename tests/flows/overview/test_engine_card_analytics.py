@@ -286,7 +286,8 @@ def test_the_analytics_shape_is_chosen_by_the_url_or_the_format(
     assert engine_card.in_engine(live_spec)
     assert engine_card.is_analytics(live_spec, {"AGENT_EVENTS": URL})
     assert not engine_card.is_analytics(live_spec, {"AGENT_EVENTS": "postgresql://r@db/prod"})
-    assert engine_card.engine_chosen("auto", {"events": live_spec})
+    live = {"AGENT_EVENTS": URL}
+    assert engine_card.engine_chosen("auto", {"events": live_spec}, environ=live)  # a warehouse
     text = f'[events]\nurl = "env:DB"\nformat = "{FORMAT}"\n'
     named = parse_manifest(tomllib.loads(text), base=tmp_path).sources["events"]
     assert engine_card.is_analytics(named, {})
