@@ -3,10 +3,14 @@ timeout, those of them whose worker died (for the orphans flow), and the latency
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
 
 from incidentkit.baselines import analytics, dialects, queries
 from incidentkit.flows._frames import empty_view
@@ -24,9 +28,9 @@ from incidentkit.flows.latency_cliff.triage import (
     cliff_row,
     triage_latency,
 )
+from incidentkit.flows.orphans.card import sessions_events
 from incidentkit.flows.orphans.flow import FLOW as ORPHANS
 from incidentkit.frames import FLOAT, RunStatus, empty
-from incidentkit.manifest import Filters
 from incidentkit.sources import sql
 
 if TYPE_CHECKING:
@@ -216,23 +220,26 @@ def _utc(seconds: pd.Series) -> pd.Series:
 
 
 def _as_latency(rows: pd.DataFrame) -> pd.DataFrame:
-    """Series rows as a latency frame (:data:`.latency.LATENCY_COLUMNS`) in start order."""
+    """Series rows as a latency frame (:data:`.latency.LATENCY_COLUMNS`) in start order
+    (built in its types, sorted only when the rows are not already in start order: a
+    week's series is some 30 bytes a run per copy)."""
     started = _utc(rows["start_s"])
     ms = pd.to_numeric(rows["ms"], errors="coerce").astype(FLOAT)
-    frame = pd.DataFrame(
-        {
-            "invocation_id": rows["invocation_id"],
-            "run_id": rows["run_id"],
-            "session_id": rows["session_id"],
-            "started_at": started,
-            "ended_at": started + pd.to_timedelta(ms.round(3), unit="ms"),
-            "ms": ms,
-            "error": rows["error"].astype(bool),
-            "open": rows["open"].astype(bool),
-            "source": rows["source"],
-        }
-    ).sort_values("started_at", kind="stable")
-    return frame.astype({k: v for k, v in LATENCY_COLUMNS.items()}).reset_index(drop=True)
+    columns = {
+        "invocation_id": rows["invocation_id"],
+        "run_id": rows["run_id"],
+        "session_id": rows["session_id"],
+        "started_at": started,
+        "ended_at": started + pd.to_timedelta(ms.round(3), unit="ms"),
+        "ms": ms,
+        "error": rows["error"].astype(bool),
+        "open": rows["open"].astype(bool),
+        "source": rows["source"],
+    }
+    frame = pd.DataFrame(columns).astype(dict(LATENCY_COLUMNS))
+    if not frame["started_at"].is_monotonic_increasing:
+        frame = frame.sort_values("started_at", kind="stable")
+    return frame.reset_index(drop=True)
 
 
 def _ledger_series(context: EngineCardContext) -> pd.DataFrame:
@@ -253,15 +260,16 @@ def _ledger_series(context: EngineCardContext) -> pd.DataFrame:
     def when_open(name: str) -> Any:
         return sa.case((is_open, runs.column(name))).label(name)
 
-    rows = context.fetch(
+    return _series(
+        context,
         conn,
         sa.select(
             runs.column("app_name").label("app_name"),
             when_open("invocation_id"),
             when_open("run_id"),
             when_open("session_id"),
-            start.label("start_s"),
-            sa.case((ended, (end - start) * 1000.0)).label("ms"),
+            _float(conn, start).label("start_s"),
+            _float(conn, sa.case((ended, (end - start) * 1000.0))).label("ms"),
             sa.case((failed, 1), else_=0).label("error"),
             sa.case((is_open, 1), else_=0).label("open"),
         )
@@ -271,8 +279,8 @@ def _ledger_series(context: EngineCardContext) -> pd.DataFrame:
             runs.column("started_at").is_not(None),
         )
         .order_by(runs.column("started_at"), runs.column("run_id")),
+        "ledger",
     )
-    return pd.DataFrame([tuple(r) for r in rows], columns=list(_SERIES)).assign(source="ledger")
 
 
 def _event_series(context: EngineCardContext, apps: tuple[str, ...]) -> pd.DataFrame:
@@ -290,20 +298,76 @@ def _event_series(context: EngineCardContext, apps: tuple[str, ...]) -> pd.DataF
     def when_open(col: Any, name: str) -> Any:
         return sa.case((is_open, col)).label(name)
 
-    rows = context.fetch(
+    return _series(
+        context,
         conn,
         sa.select(
             c.app_name,
             when_open(c.invocation_id, "invocation_id"),
             sa.literal(None, sa.String).label("run_id"),
             when_open(c.session_id, "session_id"),
-            c.start_s,
-            sa.case((c.last_final == 1, (c.end_s - c.start_s) * 1000.0)).label("ms"),
+            _float(conn, c.start_s).label("start_s"),
+            _float(conn, sa.case((c.last_final == 1, (c.end_s - c.start_s) * 1000.0))).label("ms"),
             c.error,
             sa.case((is_open, 1), else_=0).label("open"),
         ).order_by(c.start_s),
+        "events",
     )
-    return pd.DataFrame([tuple(r) for r in rows], columns=list(_SERIES)).assign(source="events")
+
+
+def _float(conn: Connection, value: ColumnElement[Any]) -> ColumnElement[Any]:
+    """``value`` as a float where the engine computes it: PostgreSQL's epoch seconds are
+    ``numeric`` (exact), which the driver gives as a ``Decimal`` per value; the cast rounds
+    the exact value once, as ``float()`` of that ``Decimal`` did."""
+    return sa.cast(value, sa.Double) if conn.dialect.name == "postgresql" else value
+
+
+SERIES_CHUNK = 20_000
+"""Runs of the series read from the cursor at a time (:func:`_series`)."""
+
+
+def _series(
+    context: EngineCardContext, conn: Connection, statement: sa.Select[Any], source: str
+) -> pd.DataFrame:
+    """The rows of a series ``statement`` (:data:`_SERIES`, one per run) as a frame, read
+    :data:`SERIES_CHUNK` rows at a time from a streaming cursor: each chunk becomes numpy
+    columns (floats, small integers; the apps' few names and the open runs' ids as shared
+    objects) before the next is read, so the runs never stand as a Python row each (826,000
+    runs: hundreds of MB as rows, a few tens as columns). Counted in ``context.travelled``
+    as :meth:`EngineCardContext.fetch` counts."""
+    streamed = statement.execution_options(stream_results=True, max_row_buffer=SERIES_CHUNK)
+    names: dict[object, object] = {}
+    chunks: dict[str, list[np.ndarray]] = {name: [] for name in _SERIES}
+    for part in conn.execute(streamed).partitions(SERIES_CHUNK):
+        for name, values in zip(_SERIES, zip(*part, strict=True), strict=True):
+            chunks[name].append(_series_column(name, values, names))
+    columns = {}  # column by column, each one's chunks let go once joined
+    for name in _SERIES:
+        found = chunks.pop(name)
+        columns[name] = np.concatenate(found) if found else _series_column(name, (), names)
+        del found
+    frame = pd.DataFrame(
+        {
+            name: pd.Series(values, dtype=values.dtype, copy=False)
+            for name, values in columns.items()
+        }
+    )
+    frame["source"] = pd.Series(source, index=frame.index, dtype="category")
+    context.travelled.rows += len(frame)
+    context.travelled.columns.update(str(c.name) for c in statement.selected_columns)
+    return frame
+
+
+def _series_column(name: str, values: Sequence[Any], names: dict[object, object]) -> np.ndarray:
+    """One column of a chunk of series rows: ``start_s`` and ``ms`` floats (NULL: NaN),
+    ``error`` and ``open`` int8, the rest objects (each app's name one shared string)."""
+    if name in ("start_s", "ms"):
+        return np.array([np.nan if v is None else float(v) for v in values], dtype="float64")
+    if name in ("error", "open"):
+        return np.array(values, dtype="int8")
+    if name == "app_name":
+        return np.array([names.setdefault(v, v) for v in values], dtype=object)
+    return np.array(values, dtype=object)  # kept as objects: no string column built
 
 
 def _latest_sessions(context: EngineCardContext, apps: list[str]) -> dict[str, set[str]]:
@@ -345,18 +409,13 @@ def _latest_sessions(context: EngineCardContext, apps: list[str]) -> dict[str, s
 
 def _flagged_frames(context: EngineCardContext, sessions: list[str], *, ledger: bool) -> Frames:
     """The flagged sessions' runs (when the ledger times them), events, calls and responses,
-    read through the loader."""
+    read through the loader (the events one app at a time: ``orphans.card.sessions_events``)."""
     if not sessions:
         return Frames()
     runs = context.flagged("ledger", "runs", sessions=sessions) if ledger else empty("runs")
     if context.events is None:
         return Frames(runs=runs)
-    loaded = context.load(
-        "events", Filters(window=context.filters.window, session_ids=tuple(sessions))
-    )
-    return Frames(
-        runs=runs, **{n: loaded.get(n, empty(n)) for n in ("events", "calls", "responses")}
-    )
+    return Frames(runs=runs, **sessions_events(context, sessions))
 
 
 def _report(

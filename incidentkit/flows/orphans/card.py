@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -87,11 +88,7 @@ def engine_lines(context: EngineCardContext) -> list[CardLine]:
     runs = context.flagged("ledger", "runs", sessions=sessions)
     frames = Frames(runs=runs)
     if sessions and context.events is not None:
-        narrow = Filters(window=context.filters.window, session_ids=tuple(sessions))
-        loaded = context.load("events", narrow)
-        frames = Frames(
-            runs=runs, **{n: loaded.get(n, empty(n)) for n in ("events", "calls", "responses")}
-        )
+        frames = Frames(runs=runs, **sessions_events(context, sessions))
     invocations = set(runs["invocation_id"].dropna()) | set(frames.events["invocation_id"].dropna())
     journal = context.flagged("journal", "journal", invocations=sorted(invocations))
     lines: list[CardLine] = []
@@ -112,6 +109,34 @@ def engine_lines(context: EngineCardContext) -> list[CardLine]:
             line = {**line, "detail": context.computed("ledger", "events")}
         lines.append({**line, "app": name})
     return lines
+
+
+SESSION_FRAMES = ("events", "calls", "responses")
+PER_APP_LOADS = 16
+"""Up to this many apps in the card, flagged sessions are read one app at a time."""
+
+
+def sessions_events(context: EngineCardContext, sessions: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """The events, calls and responses of the flagged ``sessions``, read through the loader:
+    one app of the card at a time (up to :data:`PER_APP_LOADS` apps), so the app and the
+    sessions both filter and an index on the app and session (``incidentkit inspect`` asks
+    for one) finds them rather than a scan of every event; every app's rows of those
+    sessions, as the frames in memory hold them."""
+    wanted = tuple(sorted(set(sessions)))
+    if not wanted:
+        return {}
+    apps = [a for a in context.apps if a]
+    each = apps if apps and len(apps) <= PER_APP_LOADS else [None]
+    parts: dict[str, list[pd.DataFrame]] = {n: [] for n in SESSION_FRAMES}
+    for app in each:
+        narrow = Filters(window=context.filters.window, app_name=app, session_ids=wanted)
+        loaded = context.load("events", narrow)
+        for name in SESSION_FRAMES:
+            parts[name].append(loaded.get(name, empty(name)))
+    return {
+        name: pd.concat(found, ignore_index=True) if len(found) > 1 else found[0]
+        for name, found in parts.items()
+    }
 
 
 def _app_frames(app: str, frames: Frames, journal: pd.DataFrame) -> Frames:

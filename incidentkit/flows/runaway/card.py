@@ -55,9 +55,10 @@ def _line(hits: int, over: int, recommended: int | None, limit: str, source: str
 
 
 def engine_lines(context: EngineCardContext) -> list[CardLine]:
-    """The over-call-limit line of every app, computed in the events' database: the histogram
-    of model calls per invocation (``ended``; GROUP BY app), the invocations that stored a limit
-    error with their counts, and those errors' code and message (the limit they name); the
+    """The over-call-limit line of every app, computed in the events' database: in one pass
+    over the events, the histogram of model calls per invocation (``ended``; GROUP BY app)
+    and, as buckets of their own, the invocations that stored a limit error with their
+    counts; then those errors' code and message (the limit they name); the
     hits, the healthy p99 and the recommendation follow in Python from those few rows, as
     :func:`card_lines` has them; loop signatures are looked for among the invocations with
     the most model calls (:func:`_unlooped`, the detail says where). Over the Agent Analytics
@@ -67,23 +68,22 @@ def engine_lines(context: EngineCardContext) -> list[CardLine]:
     conn = context.events.conn
     inv, limit_errors = _counted_in(context)
     c = inv.c
-    keys = (c.app_name, c.model_calls, c.ended)
+    # one pass: the histogram's buckets (no id) and each invocation that stored a limit
+    # error (its id, a bucket of its own)
+    refusing = sa.case((c.hit_limit == 1, c.invocation_id)).label("invocation_id")
+    keys = (c.app_name, refusing, c.model_calls, c.ended)
     histogram = context.fetch(
         conn,
         sa.select(*keys, sa.func.count().label("invocations"))
-        .where(c.model_calls > 0, c.hit_limit == 0)
+        .where(sa.or_(c.model_calls > 0, c.hit_limit == 1))
         .group_by(*keys),
-    )
-    refusing = context.fetch(
-        conn, sa.select(c.app_name, c.invocation_id, c.model_calls, c.ended).where(c.hit_limit == 1)
     )
     stored = context.fetch(conn, limit_errors)
     counted = pd.DataFrame(
         [
-            (r.app_name, None, int(r.model_calls), bool(r.ended), int(r.invocations))
+            (r.app_name, r.invocation_id, int(r.model_calls), bool(r.ended), int(r.invocations))
             for r in histogram
-        ]
-        + [(r.app_name, r.invocation_id, int(r.model_calls), bool(r.ended), 1) for r in refusing],
+        ],
         columns=["app_name", "invocation_id", "model_calls", "ended", "invocations"],
     )
     errors = pd.DataFrame(

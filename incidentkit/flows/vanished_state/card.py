@@ -136,7 +136,8 @@ def overlap_engine_lines(context: EngineCardContext) -> list[CardLine]:
     invocation's range (its first and last turn, markers left out, else its ledger run's
     start; to the later of its last turn and its run's last update) grouped by app, session
     and invocation over the union of the events and the ledger, then the pairs of one
-    session whose ranges overlap by a self-join; only the pairs travel."""
+    session whose ranges overlap (:func:`_pairs`: a window function finds the sessions, a
+    join their pairs), in one statement; only the pairs and a row per app travel."""
     check, evidence = "overlapping-invocations", OVERLAP_EVIDENCE
     if context.events is None and context.ledger is None:
         why = f"{context.events_missing()}; {context.ledger_missing()}"
@@ -150,30 +151,12 @@ def overlap_engine_lines(context: EngineCardContext) -> list[CardLine]:
         why = "the events and the ledger are in two databases: no query joins them"
         return context.not_checked(check, FLOW, evidence, why)
     conn = context.events.conn if context.events is not None else context.ledger.conn  # type: ignore[union-attr]
-    ranges = _ranges(context).cte("ranges")
-    a, b = ranges.alias("a"), ranges.alias("b")
-    rows = context.fetch(
-        conn,
-        sa.select(
-            a.c.app_name, a.c.session_id, a.c.start_s.label("a_start"), b.c.start_s.label("b_start")
-        ).where(
-            a.c.app_name == b.c.app_name,
-            a.c.session_id == b.c.session_id,
-            a.c.invocation_id != b.c.invocation_id,
-            sa.or_(
-                a.c.start_s < b.c.start_s,
-                sa.and_(a.c.start_s == b.c.start_s, a.c.invocation_id < b.c.invocation_id),
-            ),
-            a.c.end_s > b.c.start_s,
-        ),
-    )
+    rows = context.fetch(conn, _pairs(_ranges(context).cte("ranges")))
     pairs = pd.DataFrame(
-        [tuple(r) for r in rows], columns=["app_name", "session_id", "a_start", "b_start"]
+        [tuple(r) for r in rows if r.session_id is not None],
+        columns=["app_name", "session_id", "a_start", "b_start"],
     ).sort_values(["session_id", "a_start", "b_start"], kind="stable")
-    held = {
-        r.app_name
-        for r in context.fetch(conn, sa.select(ranges.c.app_name).group_by(ranges.c.app_name))
-    }
+    held = {r.app_name for r in rows if r.session_id is None}
     detail = context.computed("events", "ledger")
     lines: list[CardLine] = []
     for app in context.apps:
@@ -183,6 +166,54 @@ def overlap_engine_lines(context: EngineCardContext) -> list[CardLine]:
             line = {**_overlap_line(pairs.loc[pairs["app_name"].eq(app)]), "detail": detail}
         lines.append({**line, "app": app})
     return lines
+
+
+def _pairs(ranges: sa.CTE) -> sa.Select[Any]:
+    """The overlapping pairs of ``ranges`` (``app_name``, ``session_id``, ``a_start``,
+    ``b_start``), then a row per app that has a range (``session_id`` NULL), in one pass.
+
+    In each session's order (start, then invocation id) an invocation overlaps an earlier
+    one exactly when it starts before the latest end among those before it (a window
+    function, as :func:`overlapping` has it); the pairs are joined within the few sessions
+    where that happens only."""
+    r = ranges.c
+    before = sa.func.max(r.end_s).over(
+        partition_by=(r.app_name, r.session_id),
+        order_by=(r.start_s, r.invocation_id),
+        rows=(None, -1),
+    )
+    ordered = sa.select(r.app_name, r.session_id, r.start_s, before.label("before")).subquery(
+        "ordered"
+    )
+    o = ordered.c
+    hit = (
+        sa.select(o.app_name, o.session_id)
+        .where(o.start_s < o.before)
+        .group_by(o.app_name, o.session_id)
+        .subquery("hit")
+    )
+    a, b = ranges.alias("a"), ranges.alias("b")
+    pairs = (
+        sa.select(
+            a.c.app_name, a.c.session_id, a.c.start_s.label("a_start"), b.c.start_s.label("b_start")
+        )
+        .select_from(hit)
+        .join(a, sa.and_(a.c.app_name == hit.c.app_name, a.c.session_id == hit.c.session_id))
+        .join(b, sa.and_(b.c.app_name == a.c.app_name, b.c.session_id == a.c.session_id))
+        .where(
+            a.c.invocation_id != b.c.invocation_id,
+            sa.or_(
+                a.c.start_s < b.c.start_s,
+                sa.and_(a.c.start_s == b.c.start_s, a.c.invocation_id < b.c.invocation_id),
+            ),
+            a.c.end_s > b.c.start_s,
+        )
+    )
+    nothing = sa.literal(None, sa.Double)
+    held = sa.select(
+        r.app_name, sa.literal(None, sa.String).label("session_id"), nothing, nothing
+    ).group_by(r.app_name)
+    return sa.select(*sa.union_all(pairs, held).subquery("overlaps").c)
 
 
 def _ranges(context: EngineCardContext) -> sa.Select[Any]:
@@ -219,7 +250,9 @@ def _ranges(context: EngineCardContext) -> sa.Select[Any]:
                 sa.literal(None, sa.Double).label("l_start"),
                 sa.func.max(ts).label("end_s"),
             )
-            .where(*event_conditions(context), inv.is_not(None), ts.is_not(None), ~flags["marker"])
+            .where(
+                *event_conditions(context), inv.is_not(None), ts.is_not(None), queries.turn(flags)
+            )
             .group_by(*(table.column(c) for c in ("app_name", "session_id", "invocation_id")))
         )
     if context.ledger is not None:

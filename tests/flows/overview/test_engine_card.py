@@ -228,18 +228,32 @@ def test_auto_chooses_the_engine_only_for_a_database(
     assert not engine_card.engine_chosen("auto", files)
     assert engine_card.engine_chosen("yes", files) and not engine_card.engine_chosen("no", files)
     pack = written("runaway", f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path, monkeypatch)
-    assert engine_card.engine_chosen("auto", steps.setup(pack)[0].sources)
+    incident, settings = steps.setup(pack)  # an incident's events: pandas checks every line
+    assert not settings.in_engine
+    assert settings.sources["in_engine"].startswith("auto: fewer than 500,000 events")
+    monkeypatch.setattr(engine_card, "DATABASE_AUTO_EVENTS", 100)  # as if it were a fleet's
+    incident, settings = steps.setup(pack)
+    assert settings.in_engine
+    assert (
+        settings.sources["in_engine"]
+        == "auto: at least 100 events in the window, in their database"
+    )
+    assert steps.triage(incident, settings).computed.startswith("computed in SQLite")
     with pytest.raises(ParameterError, match="unknown card_engine"):
         steps.setup(pack, card_engine="sometimes")
 
 
 def test_without_a_database_every_engine_check_says_why(tmp_path: Path) -> None:
-    """The bundled JSONL/CSV incident with card_engine = yes: no line is computed from files
-    it would have to load, each NOT_CHECKED naming the source."""
+    """The bundled JSONL/CSV incident with card_engine = yes: the events' own check is
+    computed by DuckDB over the JSON lines; every check that needs the CSV ledger (or every
+    event in memory) is NOT_CHECKED naming why."""
     incident, settings = steps.setup(FIXTURES / "runaway", card_engine="yes")
     card = steps.triage(incident, settings).card
-    assert len(card) and card["severity"].eq("NOT_CHECKED").all()
-    assert card["title"].str.contains("not a database table|kept elsewhere|not computed").all()
+    over_files = card["check"].eq("over-call-limit")
+    assert card.loc[over_files, "detail"].str.startswith("computed in DuckDB over").all()
+    rest = card.loc[~over_files]
+    assert over_files.any() and len(rest) and rest["severity"].eq("NOT_CHECKED").all()
+    assert rest["title"].str.contains("kept elsewhere|not computed").all()
     assert steps.coverage(incident, settings).startswith("Coverage not measured")
 
 
@@ -306,3 +320,90 @@ def test_the_loop_search_reads_a_bounded_number_of_invocations(
             assert f"in the {BUDGET} invocations with the most model calls; " in line["detail"]
             assert f"; {len(mine) - BUDGET} more at " in line["detail"]
     assert said
+
+
+ODD_VALUES: tuple[object, ...] = (None, "null", "", [], "[]", {}, [{"text": "x"}], 0, 1, True, "x")
+"""JSON values a field may hold whose text is, or looks like, an empty or null one."""
+FLAG_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("content", "parts"),
+    ("longRunningToolIds",),
+    ("usageMetadata",),
+    ("actions", "compaction"),
+    ("actions", "agentState"),
+    ("actions", "rewindBeforeInvocationId"),
+    ("actions", "endOfAgent"),
+    ("actions", "skipSummarization"),
+    ("partial",),
+)
+
+
+def _odd_events() -> list[dict[str, object]]:
+    """Events with one field at each odd value (the others plain), bare and with parts."""
+    docs: list[dict[str, object]] = []
+    for path in FLAG_FIELDS:
+        for value in ODD_VALUES:
+            for parts in (None, [{"text": "hi"}], [{"functionCall": {"name": "f"}}]):
+                doc: dict[str, object] = {"author": "agent"}
+                if parts is not None:
+                    doc["content"] = {"parts": parts}
+                inner = doc
+                for key in path[:-1]:
+                    inner = inner.setdefault(key, {})  # type: ignore[assignment]
+                inner[path[-1]] = value
+                docs.append(doc)
+    return docs
+
+
+def _flag_rows(url: str, docs: list[dict[str, object]]) -> list[tuple[int, ...]]:
+    """Each event's flags (``queries.event_flags``) as the engine at ``url`` evaluates them."""
+    import json
+
+    from incidentkit.baselines import queries
+    from incidentkit.manifest import SourceSpec
+
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    doc_type = "jsonb" if engine.dialect.name == "postgresql" else "text"
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE adk_event (event_id varchar(64) PRIMARY KEY, app_name varchar(64), "
+            "user_id varchar(64), session_id varchar(64), invocation_id varchar(64), "
+            f"ts timestamp, event {doc_type})"
+        )
+        rows = [
+            {
+                "id": f"e{n:04d}",
+                "ts": pd.Timestamp("2026-01-01").to_pydatetime(),
+                "doc": json.dumps(d),
+            }
+            for n, d in enumerate(docs)
+        ]
+        cast = "CAST(:doc AS jsonb)" if doc_type == "jsonb" else ":doc"
+        conn.execute(
+            sa.text("INSERT INTO adk_event VALUES (:id, 'app', 'u', 's', 'i', :ts, " + cast + ")"),
+            rows,
+        )
+    with engine.connect() as conn:
+        table = queries.event_table(conn, SourceSpec(section="events"), what="flags test")
+        flags = queries.event_flags(conn, table)
+        names = ("model", "final", "error", "refused", "marker")
+        statement = sa.select(*(sa.case((flags[n], 1), else_=0).label(n) for n in names)).order_by(
+            table.column("event_id")
+        )
+        found = [tuple(int(v) for v in row) for row in conn.execute(statement)]
+    engine.dispose()
+    return found
+
+
+@pytest.mark.postgres
+def test_postgresql_flags_events_as_every_engine_does(pg_url: str, tmp_path: Path) -> None:
+    """PostgreSQL tests an object or array field as ``jsonb`` (never as text, for speed):
+    each event's flags equal those SQLite's text tests give, whatever odd value a field
+    holds (null, the string "null", "", [], "[]", an object, a number, true)."""
+    docs = _odd_events()
+    in_pg = _flag_rows(pg_url, docs)
+    in_sqlite = _flag_rows(f"sqlite:///{tmp_path / 'flags.sqlite'}", docs)
+    assert len(in_pg) == len(docs) and any(r[4] for r in in_pg) and any(r[0] for r in in_pg)
+    differ = [
+        (docs[n], a, b) for n, (a, b) in enumerate(zip(in_pg, in_sqlite, strict=True)) if a != b
+    ]
+    assert not differ
