@@ -54,13 +54,15 @@ def with_keys(card: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _unexamined(report: OverviewReport) -> bool:
-    """Whether ``forgot`` was reported and no session's keys could be examined: the card
-    cannot say the state is clean."""
-    if report.symptom != "forgot":
-        return False
-    state = report.card.loc[report.card["check"].eq(STATE), "severity"]
-    return state.empty or bool(state.eq("NOT_CHECKED").all())
+def _unexamined(report: OverviewReport) -> str | None:
+    """The reported symptom's first check (``forgot``: no session's keys examined; ``crash``:
+    no orphan looked for) when none of its lines ran: the card cannot call that symptom clean.
+    None when a line ran, or no symptom was given."""
+    if report.symptom is None or report.symptom not in SYMPTOMS:
+        return None
+    first = SYMPTOMS[report.symptom].order[0]
+    lines = report.card.loc[report.card["check"].eq(first), "severity"]
+    return first if lines.empty or bool(lines.eq("NOT_CHECKED").all()) else None
 
 
 def _card(report: OverviewReport, limit: int | None) -> Finding:
@@ -85,7 +87,7 @@ def _card(report: OverviewReport, limit: int | None) -> Finding:
             elif isinstance(command, str):
                 steps.append(f"the {row['flow']} flow: {command}")
         action = "Open, in this order: " + "; ".join(dict.fromkeys(steps)) + "."
-    elif _unexamined(report):
+    elif (first := _unexamined(report)) == STATE:
         state = card.loc[card["check"].eq(STATE), "title"]
         why = "; ".join(state) if len(state) else "no check of the app's state ran"
         title = f"the state was not examined, so the card cannot say it is clean: {why}"
@@ -94,6 +96,18 @@ def _card(report: OverviewReport, limit: int | None) -> Finding:
             "Run vanished_state on the customer's session with the key they miss "
             "(incidentkit run vanished_state --evidence EVIDENCE -p session_id S -p keys K), "
             "and add the session store (or the event log with its deltas) to the manifest."
+        )
+    elif first is not None:
+        lines = card.loc[card["check"].eq(first), "title"]
+        why = "; ".join(dict.fromkeys(lines)) if len(lines) else "no line of it ran"
+        title = (
+            f"the {first} check, the first for '{report.symptom}', did not run, so the card "
+            f"cannot say nothing needs action: {why}"
+        )
+        severity = Severity.WARNING
+        action = (
+            f"Give the evidence the {first} line names (or card_engine = no when the card was "
+            "computed in the engine), then run the card again; or open the flow its line names."
         )
     else:
         title = f"no check of the {len(card)} needs a look"
@@ -181,8 +195,9 @@ def overview_findings(report: OverviewReport, **context: Unpack[FindingsContext]
     """The findings of the overview flow, from :func:`.triage.triage_overview`, with
     ``context`` (:class:`~incidentkit.findings.FindingsContext`).
 
-    Verdict: INCOMPLETE_EVIDENCE when rows of the sources were rejected; else ACTION_NEEDED
-    when a line of the card is CRITICAL or WARNING; else CLEAN.
+    Verdict: INCOMPLETE_EVIDENCE when rows of the sources were rejected, or when no line of
+    the reported symptom's first check ran (:func:`_unexamined`); else ACTION_NEEDED when a
+    line of the card is CRITICAL or WARNING; else CLEAN.
     """
     limit = context.get("row_limit", ROW_LIMIT)
     items = (_symptom(report), _card(report, limit), _growing(report, limit), _heap(report, limit))
@@ -193,5 +208,10 @@ def overview_findings(report: OverviewReport, **context: Unpack[FindingsContext]
         "not_checked": int(counts.get("NOT_CHECKED", 0)),
     }
     return Findings.build(
-        FLOW, items, summary, incomplete=_unexamined(report), as_of=report.as_of, **context
+        FLOW,
+        items,
+        summary,
+        incomplete=_unexamined(report) is not None,
+        as_of=report.as_of,
+        **context,
     )

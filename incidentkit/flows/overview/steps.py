@@ -303,7 +303,7 @@ def coverage(evidence: Evidence, settings: OverviewSettings) -> str:
     source); with the engine card, not measured: loading the events is what it avoids."""
     if settings.in_engine:
         return (
-            "Coverage not measured: the card is computed in the events' and ledger's database "
+            "Coverage not measured: the card is computed where the events and the ledger are "
             "(card_engine), and measuring would load every event. Run `incidentkit inspect` on "
             "the evidence for its coverage, or give card_engine = no."
         )

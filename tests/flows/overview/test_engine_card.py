@@ -407,3 +407,22 @@ def test_postgresql_flags_events_as_every_engine_does(pg_url: str, tmp_path: Pat
         (docs[n], a, b) for n, (a, b) in enumerate(zip(in_pg, in_sqlite, strict=True)) if a != b
     ]
     assert not differ
+
+
+def test_a_symptoms_first_check_not_run_is_never_clean(tmp_path: Path) -> None:
+    """Reported: it crashed. With the ledger kept as a file the engine card looks for no
+    orphan: the card must not say nothing needs action (it would point the wrong way)."""
+    incident, settings = steps.setup(
+        FIXTURES / "crash_recovery", card_engine="yes", symptom="crash"
+    )
+    report = steps.triage(incident, settings)
+    orphans = report.card.loc[report.card["check"].eq("orphans"), "severity"]
+    assert len(orphans) and orphans.eq("NOT_CHECKED").all()
+    found = steps.findings(report, incident, settings)
+    assert found.verdict.value == "INCOMPLETE_EVIDENCE"
+    card = next(item for item in found.items if item.id == "overview/card")
+    assert card.title.startswith("the orphans check, the first for 'crash', did not run")
+    incident, settings = steps.setup(FIXTURES / "crash_recovery", card_engine="no", symptom="crash")
+    assert steps.findings(steps.triage(incident, settings), incident, settings).verdict.value != (
+        "INCOMPLETE_EVIDENCE"
+    )  # in pandas the ledger is read and the orphans looked for
