@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -51,6 +52,23 @@ def without_sections(pack: Path, drop: tuple[str, ...]) -> None:
         if not skipping:
             kept.append(text)
     manifest.write_text("\n".join(kept) + "\n")
+
+
+@contextmanager
+def opened_card(pack: Path) -> Iterator[engine_card.EngineCardContext]:
+    """The engine card's context over ``pack`` as the overview opens it (``card_engine =
+    "yes"``, every app of the fleet)."""
+    incident, settings = steps.setup(pack, card_engine="yes")
+    whole = incident.narrowed(replace(incident.filters, app_name=None))
+    with engine_card.opened(
+        apps=settings.apps,
+        filters=whole.filters,
+        as_of=settings.as_of,
+        profiles={app: steps.profile_of(incident, app) for app in settings.apps},
+        sources=incident.sources,
+        environ=incident.environ,
+    ) as context:
+        yield context
 
 
 def written(
@@ -164,18 +182,11 @@ def test_the_engine_reads_no_event_document_only_aggregates_and_flagged_rows(
         return real(section, fmt)
 
     monkeypatch.setattr(evidence_module, "loader_for", spy)
-    incident, settings = steps.setup(pack, card_engine="yes")
-    whole = incident.narrowed(replace(incident.filters, app_name=None))
-    with engine_card.opened(
-        apps=settings.apps,
-        filters=whole.filters,
-        as_of=settings.as_of,
-        profiles={app: steps.profile_of(incident, app) for app in settings.apps},
-        sources=incident.sources,
-        environ=incident.environ,
-    ) as context:
+    with opened_card(pack) as context:
         lines = engine_card.engine_lines(context)
         travelled = context.travelled
+    incident, settings = steps.setup(pack, card_engine="yes")
+    whole = incident.narrowed(replace(incident.filters, app_name=None))
     report = steps.triage(incident, settings)
     steps.findings(report, incident, settings)
     assert read == []  # setup, the card and the findings loaded no section of the evidence
@@ -263,18 +274,8 @@ BUDGET = 5
 
 def _runaway_lines(pack: Path) -> tuple[pd.DataFrame, engine_card.Travelled]:
     """The engine's over-call-limit lines of every app of ``pack``, and what travelled."""
-    incident, settings = steps.setup(pack, card_engine="yes")
-    whole = incident.narrowed(replace(incident.filters, app_name=None))
-    with engine_card.opened(
-        apps=settings.apps,
-        filters=whole.filters,
-        as_of=settings.as_of,
-        profiles={app: steps.profile_of(incident, app) for app in settings.apps},
-        sources=incident.sources,
-        environ=incident.environ,
-    ) as context:
-        lines = pd.DataFrame(runaway_card.engine_lines(context))
-        return lines, context.travelled
+    with opened_card(pack) as context:
+        return pd.DataFrame(runaway_card.engine_lines(context)), context.travelled
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from test_engine_card import (
     SCALE,
     SCENARIO,
     UNREAD,
+    opened_card,
     without_sections,
 )
 
@@ -192,16 +193,7 @@ def test_only_aggregates_and_flagged_rows_travel_from_clickhouse(
     _pack, copy = in_clickhouse(
         SCENARIO, store, tmp_path, monkeypatch, database="travel", scale=SCALE
     )
-    incident, settings = steps.setup(copy, card_engine="yes")
-    whole = incident.narrowed(replace(incident.filters, app_name=None))
-    with engine_card.opened(
-        apps=settings.apps,
-        filters=whole.filters,
-        as_of=settings.as_of,
-        profiles={app: steps.profile_of(incident, app) for app in settings.apps},
-        sources=incident.sources,
-        environ=incident.environ,
-    ) as context:
+    with opened_card(copy) as context:
         lines = engine_card.engine_lines(context)
         travelled = context.travelled
     assert set(lines["check"]) == set(CHECKS)
