@@ -198,6 +198,30 @@ def build(url: str, events: int) -> tuple[int, int, float]:
     return rows, int(runs), seconds + time.perf_counter() - began
 
 
+def compare(
+    name: str, week: dict[str, Any], pandas: dict[str, Any], small: dict[str, Any], part: float
+) -> None:
+    """Print the slice cards' equality, the ratios and each check's seconds: ``week`` and
+    ``small`` the engine ``name``'s card over the week and the slice, ``pandas`` the slice's."""
+    same = [line[:3] for line in small["lines"]] == [line[:3] for line in pandas["lines"]]
+    print(f"slice cards equal (check, severity, count): {same}")
+    if not same:
+        print(f" {name}:", small["lines"], "\n pandas:", pandas["lines"])
+    scaled = pandas["seconds"] / part
+    print(
+        f"pandas scaled to the week: {scaled:.0f} s (x{scaled / week['seconds']:.1f} the "
+        f"{name}'s week); on the slice x{pandas['seconds'] / small['seconds']:.1f}; memory "
+        f"x{pandas['peak_mb'] / small['peak_mb']:.1f} on the slice"
+    )
+    print(f"per check (s):  {name} week / pandas slice (after the load) / {name} slice")
+    for check, seconds in week["checks"].items():
+        slow, mine = pandas["checks"].get(check, 0.0), small["checks"].get(check, 0.0)
+        print(f"  {check:48} {seconds:7.2f} {slow:7.2f} {mine:7.2f}")
+    print(f"travelled ({name}, week): {week['travelled']}")
+    for line in week["lines"]:
+        print("  ", *line)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=10_000_000)
@@ -240,23 +264,7 @@ def main() -> None:
             )
             small = _child(part_of, "yes", url)
             print(f"engine  slice  {small['seconds']:7.2f} s  peak RSS {small['peak_mb']:6.0f} MB")
-            same = [line[:3] for line in small["lines"]] == [line[:3] for line in pandas["lines"]]
-            print(f"slice cards equal (check, severity, count): {same}")
-            if not same:
-                print(" engine:", small["lines"], "\n pandas:", pandas["lines"])
-            scaled = pandas["seconds"] / args.slice
-            print(
-                f"pandas scaled to the week: {scaled:.0f} s (x{scaled / engine['seconds']:.1f} the "
-                f"engine); on the slice x{pandas['seconds'] / small['seconds']:.1f}; memory "
-                f"x{pandas['peak_mb'] / small['peak_mb']:.1f} on the slice"
-            )
-            print("per check (s):  engine week / pandas slice (after the load)")
-            for name in engine["checks"]:
-                slow = pandas["checks"].get(name, 0.0)
-                print(f"  {name:48} {engine['checks'][name]:7.2f} {slow:7.2f}")
-            print(f"travelled (engine, week): {engine['travelled']}")
-            for line in engine["lines"]:
-                print("  ", *line)
+            compare("engine", engine, pandas, small, args.slice)
     finally:
         if not args.url and not args.keep:
             with server.connect() as conn:

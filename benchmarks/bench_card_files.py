@@ -162,24 +162,7 @@ def main() -> None:
         _said("pandas  slice", pandas, f"; {args.slice:.0%} of the week, from PostgreSQL")
         small = _child(write_manifest(folder, args.slice, files, "parquet"), "yes", args.url)
         _said("duckdb  slice", small)
-        same = [line[:3] for line in small["lines"]] == [line[:3] for line in pandas["lines"]]
-        print(f"slice cards equal (check, severity, count): {same}")
-        if not same:
-            print(" duckdb:", small["lines"], "\n pandas:", pandas["lines"])
-        scaled = pandas["seconds"] / args.slice
-        print(
-            f"pandas scaled to the week: {scaled:.0f} s (x{scaled / duck['seconds']:.1f} DuckDB's "
-            f"week); on the slice x{pandas['seconds'] / small['seconds']:.1f}; memory on the "
-            f"slice x{pandas['peak_mb'] / small['peak_mb']:.1f}"
-        )
-        print("per check (s):  duckdb week / pandas slice (after the load) / duckdb slice")
-        for name in duck["checks"]:
-            slow = pandas["checks"].get(name, 0.0)
-            mine = small["checks"].get(name, 0.0)
-            print(f"  {name:48} {duck['checks'][name]:7.2f} {slow:7.2f} {mine:7.2f}")
-        print(f"travelled (duckdb, week): {duck['travelled']}")
-        for line in duck["lines"]:
-            print("  ", *line)
+        bench_card.compare("duckdb", duck, pandas, small, args.slice)
     finally:
         if args.keep and not args.parquet:
             print(f"kept {parquet}")
