@@ -22,10 +22,10 @@ from incidentkit.flows.latency_cliff.triage import (
     CLIFF_COLUMNS,
     ONE_MINUTE,
     LatencyReport,
-    _censored,
-    _live_cliff,
-    _queued,
+    censored,
     cliff_row,
+    live_cliff,
+    queued,
     triage_latency,
 )
 from incidentkit.flows.orphans.card import sessions_events
@@ -158,8 +158,8 @@ def engine_lines(context: EngineCardContext) -> list[CardLine]:
     if rest and context.events is not None:
         series = pd.concat([series, _event_series(context, rest)], ignore_index=True)
     by_ledger = set(series.loc[series["source"].eq("ledger"), "app_name"])
-    censored = {
-        app: _censored(
+    by_app = {
+        app: censored(
             _as_latency(series.loc[series["app_name"].eq(app)]), _empty_latency(), context.as_of
         )
         for app in context.apps
@@ -171,7 +171,7 @@ def engine_lines(context: EngineCardContext) -> list[CardLine]:
             .dt.total_seconds()
             .gt(context.profile(app).client_timeout_s)
         ]
-        for app, frame in censored.items()
+        for app, frame in by_app.items()
     }
     sessions = {
         app: sorted(set(frame["session_id"].dropna())) for app, frame in past.items() if len(frame)
@@ -186,7 +186,7 @@ def engine_lines(context: EngineCardContext) -> list[CardLine]:
     detail = context.computed("ledger" if by_ledger else "events")
     lines: list[CardLine] = []
     for app in context.apps:
-        latency = censored[app]
+        latency = by_app[app]
         if latency.empty:
             why = "no source times an invocation (no run or event in the engine)"
             lines += [{**line, "app": app} for line in _not_checked(context, why)[:3]]
@@ -440,8 +440,8 @@ def _report(
         older_than_s=timeout_s,
         runs=runs if source == "ledger" else None,
     )
-    hung = _queued(series, hung)
-    found, changes = _live_cliff(series, hung)
+    hung = queued(series, hung)
+    found, changes = live_cliff(series, hung)
     cliff = (
         cliff_row(series, found, ONE_MINUTE, source)
         if found is not None

@@ -263,7 +263,7 @@ def _best_source(by_source: Mapping[str, pd.DataFrame], notes: list[str]) -> str
     return names[0] if names else None
 
 
-def _censored(best: pd.DataFrame, opens: pd.DataFrame, as_of: pd.Timestamp) -> pd.DataFrame:
+def censored(best: pd.DataFrame, opens: pd.DataFrame, as_of: pd.Timestamp) -> pd.DataFrame:
     """``best`` plus the open invocations of another source it lacks, start-ordered, with
     every open one at its age at ``as_of``."""
     extra = opens.loc[opens["open"] & ~opens["invocation_id"].isin(best["invocation_id"].dropna())]
@@ -349,7 +349,7 @@ def triage_latency(
             f"{open_source or 'no source'}; a run.start with no run.end is the surest sign of "
             "a hang."
         )
-    series = _censored(best, opens if open_source != source else best.iloc[0:0], as_of)
+    series = censored(best, opens if open_source != source else best.iloc[0:0], as_of)
     hung = open_invocations(
         series,
         frames.events,
@@ -369,11 +369,11 @@ def triage_latency(
         jfr_locks=jfr_locks,
     )
     hung = alive(hung, hung["tool"].isin(seen.groups.loc[~seen.groups["idle"], "tool"]))
-    hung = _queued(series, hung)
+    hung = queued(series, hung)
     if len(frames.threads) or (~hung["orphaned"]).any() or jfr_samples is not None:
         notes += seen.notes  # a dead worker's runs need no thread dump
     notes += _orphan_notes(hung)
-    found, changes = _live_cliff(series, hung)
+    found, changes = live_cliff(series, hung)
     cliff = (
         cliff_row(series, found, bucket, source or "")
         if found is not None and source is not None
@@ -418,7 +418,7 @@ def with_journal(
     return replace(report, calls_run_twice=twice)
 
 
-def _live_cliff(series: pd.DataFrame, hung: pd.DataFrame) -> tuple[int | None, list[cp.Change]]:
+def live_cliff(series: pd.DataFrame, hung: pd.DataFrame) -> tuple[int | None, list[cp.Change]]:
     """The cliff of the invocations whose worker lived: an orphan's age says when its worker
     died, not how slow anything was. Positions are of ``series``."""
     dead = series["invocation_id"].isin(hung.loc[hung["orphaned"], "invocation_id"].dropna())
@@ -430,14 +430,14 @@ def _live_cliff(series: pd.DataFrame, hung: pd.DataFrame) -> tuple[int | None, l
     return (None if found is None else int(kept[found])), moved
 
 
-def _queued(series: pd.DataFrame, hung: pd.DataFrame) -> pd.DataFrame:
+def queued(series: pd.DataFrame, hung: pd.DataFrame) -> pd.DataFrame:
     """``hung`` with the presumed orphans (no ledger) that started after a cliff of the live
     invocations counted as hangs: a worker that dies leaves the others as fast as before,
     while a stalled dependency slows everyone queued behind it."""
     presumed = hung["orphan_reason"].eq(Orphaned.SESSION_SILENT)
     if not presumed.any():
         return hung
-    found, _ = _live_cliff(series, hung)
+    found, _ = live_cliff(series, hung)
     if found is None:
         return hung
     return alive(hung, presumed & hung["started_at"].ge(series["started_at"].iloc[found]))
