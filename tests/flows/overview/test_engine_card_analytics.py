@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import sqlalchemy as sa
+from plugin_rows import duckdb_table
 
 from incidentkit.baselines import analytics, dialects
 from incidentkit.flows import engine_card
@@ -82,14 +83,7 @@ def _duckdb(path: Path, table: pa.Table) -> sa.Engine:
     BigQuery's), opened read-only."""
     con = duckdb.connect(str(path))
     try:
-        con.register("plugin_rows", table)
-        json_columns = [
-            f.name
-            for f in table.schema
-            if (f.metadata or {}).get(b"ARROW:extension:name") == b"google:sqlType:json"
-        ]
-        cast = ", ".join(f'"{c}"::JSON AS "{c}"' for c in json_columns)
-        con.execute(f'CREATE TABLE "{TABLE}" AS SELECT * REPLACE ({cast}) FROM plugin_rows')
+        duckdb_table(con, TABLE, table)
     finally:
         con.close()
     return sa.create_engine(

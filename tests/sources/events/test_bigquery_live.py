@@ -27,6 +27,7 @@ import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from plugin_rows import duckdb_table
 
 from incidentkit.errors import IncidentkitError, ManifestError, SchemaError, SourceError
 from incidentkit.manifest import (
@@ -67,20 +68,6 @@ def worlds(w: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> list[Any]
     ]
 
 
-def _duckdb_table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
-    """``table`` (the plugin's Arrow batches) as a DuckDB table, its JSON columns of type JSON
-    as BigQuery's are."""
-    con.register("plugin_rows", table)
-    json_columns = [
-        f.name
-        for f in table.schema
-        if (f.metadata or {}).get(b"ARROW:extension:name") == b"google:sqlType:json"
-    ]
-    cast = ", ".join(f'"{c}"::JSON AS "{c}"' for c in json_columns)
-    con.execute(f'CREATE TABLE "{name}" AS SELECT * REPLACE ({cast}) FROM plugin_rows')
-    con.unregister("plugin_rows")
-
-
 @pytest.fixture(scope="module")
 def duck(worlds: list[Any], tmp_path_factory: pytest.TempPathFactory) -> sa.Engine:
     """A DuckDB file holding the plugin's rows (``agent_events``), the same rows without
@@ -90,7 +77,7 @@ def duck(worlds: list[Any], tmp_path_factory: pytest.TempPathFactory) -> sa.Engi
     whole = pa.concat_tables([world.table for world in worlds])
     con = duckdb.connect(str(path))
     try:
-        _duckdb_table(con, TABLE, whole)
+        duckdb_table(con, TABLE, whole)
         con.execute(f"CREATE TABLE old_events AS SELECT * EXCLUDE (event_id) FROM {TABLE}")
         con.execute(f"CREATE TABLE no_invocations AS SELECT * EXCLUDE (invocation_id) FROM {TABLE}")
     finally:
